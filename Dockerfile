@@ -1,0 +1,17 @@
+# One image for web (gunicorn), worker and beat (celery), as cookiecutter-django does.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+
+RUN useradd --create-home --uid 1000 fleet
+COPY pyproject.toml README.md ./
+COPY fleet_agent ./fleet_agent
+RUN pip install '.[server]'
+COPY . .
+# Static files are collected at build time; settings need no secret for that.
+RUN DEBUG=true python manage.py collectstatic --noinput -v0 && chown -R fleet /app/var
+USER fleet
+
+EXPOSE 8000
+CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "60"]

@@ -1,0 +1,1 @@
+"""Rules knowledge base (``audit.kb``, pure Python) and report evaluation (Celery tasks)."""

@@ -1,0 +1,259 @@
+"""Evaluate one stored report against the knowledge base and update findings.
+
+Flow per report (inside one transaction, so a worker killed half-way leaves
+nothing behind and the redelivered task starts again):
+
+1. claim the report row (``select_for_update(skip_locked=True)`` on an unevaluated
+   row) and lock its host, so two workers never evaluate the same report and
+   two reports of one host never race on the same findings;
+2. per server, decide what is due: config rules when the config fingerprint
+   (process, version, installed version, argv, env, template, GPUs, KB version)
+   changed, metric rules when ``AUDIT_METRICS_INTERVAL_S`` passed since the last
+   metric evaluation (the window then runs from that report to this one);
+3. build contexts with :func:`audit.kb.context.build_contexts`, evaluate, then
+   open / update / resolve findings and write :class:`~audit.models.FindingEvent`
+   rows (the alerts outbox);
+4. mark the report evaluated.
+
+A report older than one already evaluated for the host (a late spool replay)
+is marked evaluated without touching findings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from audit.kb.context import build_contexts
+from audit.kb.engine import Evaluation, FindingResult
+from audit.models import Finding, FindingEvent, RuleFailure, ServerAuditState
+from audit.rulebook import current_knowledge_base
+from fleet.models import ChangeEvent, Host, Report, Server
+from fleet.recording import server_identity
+from fleet_agent.schema import ServerInfo
+
+log = logging.getLogger(__name__)
+
+#: Default spacing of metric-rule evaluations per server, in seconds (issue 4: 5 minutes).
+DEFAULT_METRICS_INTERVAL_S = 300
+#: Severities that make a version change a risky upgrade (issue 7).
+RISKY_SEVERITIES = ("critical", "high")
+
+
+@dataclass
+class ServerOutcome:
+    """What one server's evaluation did (for logs and tests)."""
+
+    server_id: int
+    cadences: list[str]
+    opened: list[str] = field(default_factory=list)
+    resolved: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
+    """Evaluate the report with this ``report_id`` (UUID or its string).
+
+    Returns the per-server outcomes, or None when the report is gone, already
+    evaluated, or being evaluated by another worker right now.
+    """
+    with transaction.atomic():
+        report = (Report.objects.select_for_update(skip_locked=True)
+                  .filter(report_id=report_id, evaluated_at=None).first())
+        if report is None:
+            return None
+        host = Host.objects.select_for_update().get(pk=report.host_id)
+        outcomes = _evaluate_locked(host, report)
+        report.evaluated_at = timezone.now()
+        report.evaluation_error = "; ".join(
+            f"{o.server_id}:{f}" for o in outcomes for f in o.failures)[:2000]
+        report.save(update_fields=["evaluated_at", "evaluation_error"])
+    return outcomes
+
+
+def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
+    newest = (Report.objects.filter(host=host, evaluated_at__isnull=False)
+              .order_by("-collected_at").values_list("collected_at", flat=True).first())
+    if newest is not None and report.collected_at < newest:
+        return []  # a late replay: history is stored, current findings stay as they are
+    kb = current_knowledge_base()
+    previous = (Report.objects.filter(host=host, collected_at__lt=report.collected_at)
+                .order_by("-collected_at").first())
+    history = [previous.raw] if previous else []
+    contexts = build_contexts(report.raw, history)
+    servers = {s.identity: s for s in host.servers.all()}
+    outcomes = []
+    for index, (raw_server, ctx) in enumerate(
+            zip(report.raw.get("servers") or [], contexts, strict=False)):
+        server = servers.get(server_identity(ServerInfo.model_validate(raw_server)))
+        if server is None:
+            continue
+        outcomes.append(_evaluate_server(kb, server, report, index, ctx, previous))
+    return outcomes
+
+
+def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
+                     ctx: dict, previous: Report | None) -> ServerOutcome:
+    raw_server = report.raw["servers"][index]
+    state, _ = ServerAuditState.objects.get_or_create(server=server)
+    fingerprint = config_fingerprint(raw_server, report.raw.get("gpus") or [], kb.version)
+    run_config = fingerprint != state.config_fingerprint
+    run_metrics = run_config or _metrics_due(state, report.collected_at)
+    cadences = [c for c, due in (("config", run_config), ("metrics", run_metrics)) if due]
+    outcome = ServerOutcome(server.pk, cadences)
+    if not cadences:
+        return outcome
+    results = _run(kb, cadences, ctx, report, index, state, previous)
+    initial = server.first_seen >= report.collected_at
+    _apply(server, report, kb, cadences, results, outcome, initial)
+    _server_events(server, report, ctx, kb, outcome, initial)
+    if run_config:
+        state.config_fingerprint, state.config_evaluated_at = fingerprint, report.collected_at
+    if run_metrics:
+        state.metrics_evaluated_at, state.metrics_baseline = report.collected_at, report
+    state.save()
+    return outcome
+
+
+def _run(kb: Any, cadences: list[str], ctx: dict, report: Report, index: int,
+         state: ServerAuditState, previous: Report | None) -> Evaluation:
+    if cadences == ["config", "metrics"]:
+        return kb.evaluate(ctx)
+    if cadences == ["config"]:
+        return kb.evaluate(ctx, cadence="config")
+    baseline = state.metrics_baseline
+    if baseline is not None and previous is not None and baseline.pk != previous.pk:
+        # The metric window runs from the last metric evaluation to this report.
+        ctx = build_contexts(report.raw, [baseline.raw])[index]
+    return kb.evaluate(ctx, cadence="metrics")
+
+
+def _metrics_due(state: ServerAuditState, at: datetime) -> bool:
+    interval = getattr(settings, "AUDIT_METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S)
+    last = state.metrics_evaluated_at
+    return last is None or at - last >= timedelta(seconds=interval)
+
+
+def config_fingerprint(raw_server: dict, gpus: list[dict], kb_version: str) -> str:
+    """sha256 over what config rules read: process identity, versions, argv, env,
+    template, GPU names/uuids and the knowledge-base version. A restart changes it
+    too, so restart rules re-run."""
+    template = raw_server.get("chat_template") or {}
+    material = {
+        "pid": raw_server.get("pid"), "started_at": raw_server.get("started_at"),
+        "version": raw_server.get("vllm_version"),
+        "installed": raw_server.get("installed_vllm_version"),
+        "argv": raw_server.get("argv"), "env": raw_server.get("env"),
+        "template": [template.get("sha256"), template.get("size_bytes")],
+        "models": raw_server.get("models"), "gpu_uuids": raw_server.get("gpu_uuids"),
+        "gpus": sorted((g.get("uuid", ""), g.get("name", "")) for g in gpus),
+        "kb": kb_version,
+    }
+    blob = json.dumps(material, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _apply(server: Server, report: Report, kb: Any, cadences: list[str],
+           results: Evaluation, outcome: ServerOutcome, initial: bool) -> None:
+    at = report.collected_at
+    fired = {r.rule_id: r for r in results}
+    failed = {f.rule_id for f in results.failures}
+    for failure in results.failures:
+        RuleFailure.objects.create(server=server, report=report, rule_id=failure.rule_id,
+                                   error=failure.error[:4000])
+        outcome.failures.append(failure.rule_id)
+    known = {rule.id: rule.cadence for rule in kb.rules}
+    for finding in server.findings.active():
+        cadence = known.get(finding.rule_id)
+        in_scope = cadence in cadences or (cadence is None and "config" in cadences)
+        if in_scope and finding.rule_id not in fired and finding.rule_id not in failed:
+            finding.resolve(at)
+            outcome.resolved.append(finding.rule_id)
+    active = {f.rule_id: f for f in server.findings.active()}
+    for rule_id, result in fired.items():
+        _upsert(server, report, result, active.get(rule_id), kb.version, initial, outcome)
+
+
+def _upsert(server: Server, report: Report, result: FindingResult, finding: Finding | None,
+            kb_version: str, initial: bool, outcome: ServerOutcome) -> None:
+    at = report.collected_at
+    fields = {"kind": result.kind, "title": result.title[:300], "message": result.message,
+              "remediation": result.remediation, "references": list(result.references),
+              "evidence": result.evidence, "last_seen": at, "last_report": report,
+              "kb_version": kb_version}
+    if finding is None:
+        finding = Finding.objects.create(host_id=server.host_id, server=server,
+                                         rule_id=result.rule_id, severity=result.severity,
+                                         first_seen=at, **fields)
+        finding.record(FindingEvent.Kind.OPENED, at=at, initial=initial,
+                       payload={"message": result.message})
+        outcome.opened.append(result.rule_id)
+        return
+    old_severity = finding.severity
+    for name, value in fields.items():
+        setattr(finding, name, value)
+    finding.severity = result.severity
+    finding.save()
+    if old_severity != result.severity:
+        finding.record(FindingEvent.Kind.SEVERITY_CHANGED, at=at,
+                       payload={"old": old_severity, "new": result.severity})
+
+
+def _server_events(server: Server, report: Report, ctx: dict, kb: Any,
+                   outcome: ServerOutcome, initial: bool) -> None:
+    """Events about the server itself: version change, pending upgrade, bare restart."""
+    changes = {e.kind: e for e in ChangeEvent.objects.filter(report=report, server=server)}
+    at = report.collected_at
+    version_change = changes.get(ChangeEvent.Kind.VERSION_CHANGED)
+    if version_change is not None:
+        _event(server, FindingEvent.Kind.VERSION_CHANGED, at, initial, {
+            "old": version_change.old_value, "new": version_change.new_value,
+            "opened": _severe(server, outcome.opened), "resolved": outcome.resolved})
+    vllm = ctx.get("vllm") or {}
+    if vllm.get("pending_upgrade") and _pending_is_new(server, vllm.get("installed")):
+        _event(server, FindingEvent.Kind.PENDING_UPGRADE, at, initial, {
+            "running": vllm.get("version_raw") or vllm.get("version"),
+            "installed": vllm.get("installed"),
+            "would_open": would_open_on(kb, ctx, vllm.get("installed"))})
+    if vllm.get("restarted_without_change"):
+        _event(server, FindingEvent.Kind.RESTARTED_WITHOUT_CHANGE, at, initial,
+               {"restarts": vllm.get("restarts")})
+
+
+def _event(server: Server, kind: str, at: datetime, initial: bool, payload: dict) -> None:
+    FindingEvent.objects.create(kind=kind, host_id=server.host_id, server=server, at=at,
+                                initial=initial, payload=payload)
+
+
+def _severe(server: Server, rule_ids: list[str]) -> list[dict[str, str]]:
+    rows = server.findings.active().filter(rule_id__in=rule_ids,
+                                           severity__in=RISKY_SEVERITIES)
+    return [{"rule_id": f.rule_id, "severity": f.severity, "title": f.title} for f in rows]
+
+
+def _pending_is_new(server: Server, installed: str | None) -> bool:
+    """True unless an earlier event already announced this installed version."""
+    return bool(installed) and not FindingEvent.objects.filter(
+        server=server, kind=FindingEvent.Kind.PENDING_UPGRADE,
+        payload__installed=installed).exists()
+
+
+def would_open_on(kb: Any, ctx: dict, target: str | None) -> list[dict[str, str]]:
+    """Findings of severity high or above that ``ctx`` would raise on vLLM ``target``
+    and does not raise now (the pending-upgrade preview; issue 7)."""
+    if not target:
+        return []
+    now = {r.rule_id for r in kb.evaluate(ctx, cadence="config")}
+    vllm = dict(ctx.get("vllm") or {})
+    vllm.update(version=target, version_raw=target, installed=target, pending_upgrade=False)
+    after = kb.evaluate({**ctx, "vllm": vllm}, cadence="config")
+    return [{"rule_id": r.rule_id, "severity": r.severity, "title": r.title}
+            for r in after if r.rule_id not in now and r.severity in RISKY_SEVERITIES]

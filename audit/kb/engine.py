@@ -1,0 +1,647 @@
+"""Rules engine: load, validate and evaluate the knowledge base (audit/rules/*.yaml).
+
+Rules are data. Every expression (condition, escalate ``when``, ``applies``, evidence) is
+a CEL expression compiled once at load by the ``cel`` module (PyPI
+common-expression-language); nothing is ``eval``-ed. Loading refuses a rule file with
+:class:`RuleError` naming the file and the rule when it finds an unknown or missing
+field, a bad kind/severity/cadence, a duplicate id, a CEL syntax error, an unknown
+variable, context key or function, a bad PEP 440 literal in ``version_in`` /
+``version_lt`` / ``version_ge``, a message placeholder that is not an evidence name, a
+reference that is neither an https URL nor ``seed:<file>#<section>``, or a
+``last_verified`` that is not a date.
+
+Rule fields (see notes/AUDIT-INTERFACES.md) plus two optional fields for metric rules:
+
+- ``applies``: CEL precondition ("this rule is about this server"). When it holds, the
+  condition is evaluated; when the condition does not fire and the exposition could not
+  answer (``metrics.available`` false, or a name of ``needs`` in ``metrics.missing`` or
+  null in the window) the engine emits an info "cannot check" finding for the rule instead
+  of staying silent (issue 4: missing data is not healthy). A condition that can fire on
+  partial data still fires.
+- ``needs``: canonical metric names (audit/kb/metrics.py) the condition relies on.
+
+``confirmed_upstream`` (true/false) is required on every rule that cites a GitHub issue or
+pull request.
+
+This module imports no Django, so ``audit_snapshot``, benchmarks and the ingest can use it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import string
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cel
+import yaml
+
+from audit.kb import cel_functions as fn
+
+RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
+SETTINGS_FILE = "_kb.yaml"
+
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+KINDS = frozenset({"known_issue", "ceiling", "pitfall", "template", "metric", "model"})
+CADENCES = frozenset({"config", "metrics"})
+TOP_LEVEL = frozenset(
+    {"vllm", "flags", "flags_meta", "model", "gpu", "template", "metrics", "geometry", "host"}
+)
+REQUIRED_FIELDS = frozenset(
+    {"id", "title", "kind", "severity", "cadence", "condition", "message", "remediation",
+     "references", "last_verified"}
+)
+OPTIONAL_FIELDS = frozenset(
+    {"escalate", "evidence", "fixed_in", "confirmed_upstream", "checklist", "applies",
+     "needs"}
+)
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CHECKLIST_RE = re.compile(r"^[KR]\d+$")
+ISSUE_RE = re.compile(r"^https://github\.com/[^/]+/[^/]+/(issues|pull)/\d+")
+SEED_REF_RE = re.compile(r"^seed:[\w.-]+(#.+)?$")
+STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+BINDER_RE = re.compile(r"\.\s*(?:all|exists_one|exists|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
+FIELD_RE = re.compile(
+    r"(?<![\w.])(" + "|".join(sorted(TOP_LEVEL)) + r")\s*\.\s*([A-Za-z_]\w*)"
+    r"(?:\s*\.\s*([A-Za-z_]\w*))?"
+)
+CALL_RE = re.compile(r"\b(version_in|version_lt|version_ge|version_gt)\s*\(")
+
+
+class RuleError(ValueError):
+    """A rule file or rule that refuses to load; ``str()`` names the file and rule id."""
+
+    def __init__(self, file: str | Path, rule_id: str | None, problem: str) -> None:
+        self.file, self.rule_id, self.problem = str(file), rule_id, problem
+        where = f"{self.file}: rule {rule_id!r}" if rule_id else self.file
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True)
+class FindingResult:
+    """One rule that fired on one server's context (all values JSON-able)."""
+
+    rule_id: str
+    severity: str
+    kind: str
+    title: str
+    message: str
+    remediation: str
+    references: list[str]
+    evidence: dict[str, Any]
+    checklist: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The finding as the dict printed by ``audit_snapshot``."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RuleFailure:
+    """A rule whose evaluation raised; recorded, never stops the other rules."""
+
+    rule_id: str
+    error: str
+
+
+class Evaluation(list):
+    """``list[FindingResult]`` sorted by severity then rule id, plus ``failures``."""
+
+    def __init__(self, findings: Iterable[FindingResult], failures: list[RuleFailure]):
+        super().__init__(sorted(findings, key=lambda f: (SEVERITY_RANK[f.severity], f.rule_id)))
+        self.failures = failures
+
+
+@dataclass
+class Rule:
+    """A validated rule with its compiled CEL programs."""
+
+    id: str
+    title: str
+    kind: str
+    severity: str
+    cadence: str
+    condition: cel.Program
+    message: str
+    remediation: str
+    references: list[str]
+    last_verified: dt.date
+    file: str
+    escalate: list[tuple[cel.Program, str]] = field(default_factory=list)
+    evidence: dict[str, cel.Program] = field(default_factory=dict)
+    applies: cel.Program | None = None
+    needs: list[str] = field(default_factory=list)
+    fixed_in: str | None = None
+    confirmed_upstream: bool | None = None
+    checklist: list[str] = field(default_factory=list)
+
+
+class _Formatter(string.Formatter):
+    """Renders evidence into messages: null shows as "n/a", booleans as yes/no, lists and
+    dicts as JSON (as an operator would type them), a bad format spec falls back to str()."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is None:
+            return "n/a"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, (dict, list)):
+            return json.dumps(value, sort_keys=True)
+        if isinstance(value, float) and not format_spec:
+            return f"{value:.4g}"
+        try:
+            return format(value, format_spec)
+        except (TypeError, ValueError):
+            return str(value)
+
+
+_FORMATTER = _Formatter()
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+class _Validator:
+    """Compiles and checks the expressions and fields of one rule."""
+
+    def __init__(self, file: str, rule_id: str | None, settings: dict[str, Any]) -> None:
+        self.file, self.rule_id = file, rule_id
+        self.fields: dict[str, list[str]] = settings.get("context_fields") or {}
+        self.metric_names = set(settings.get("metric_names") or [])
+
+    def fail(self, problem: str) -> RuleError:
+        return RuleError(self.file, self.rule_id, problem)
+
+    def program(self, expr: Any, what: str) -> cel.Program:
+        if not isinstance(expr, str) or not expr.strip():
+            raise self.fail(f"{what}: expected a non-empty CEL expression string")
+        try:
+            program = cel.compile(expr)
+        except ValueError as exc:
+            raise self.fail(f"{what}: CEL syntax error: {exc}") from exc
+        self._check_names(program, expr, what)
+        self._check_fields(expr, what)
+        self._check_version_literals(expr, what)
+        return program
+
+    def _check_names(self, program: cel.Program, expr: str, what: str) -> None:
+        bound = set(BINDER_RE.findall(_strip_strings(expr)))
+        unknown_vars = sorted(set(program.variables()) - TOP_LEVEL - bound)
+        if unknown_vars:
+            raise self.fail(f"{what}: unknown variable(s) {unknown_vars}; allowed: "
+                            f"{sorted(TOP_LEVEL)}")
+        named = {f for f in program.functions() if not f.startswith(("_", "@", "!", "-"))}
+        unknown_fns = sorted(named - fn.CEL_BUILTINS - fn.FUNCTION_NAMES)
+        if unknown_fns:
+            raise self.fail(f"{what}: unknown function(s) {unknown_fns}")
+
+    def _check_fields(self, expr: str, what: str) -> None:
+        if not self.fields:
+            return
+        for top, key, sub in FIELD_RE.findall(_strip_strings(expr)):
+            known = self.fields.get(top)
+            if known is not None and key not in known:
+                raise self.fail(f"{what}: unknown context key {top}.{key}")
+            nested = self.fields.get(f"{top}.{key}")
+            if sub and nested is not None and sub not in nested:
+                raise self.fail(f"{what}: unknown context key {top}.{key}.{sub}")
+
+    def _check_version_literals(self, expr: str, what: str) -> None:
+        for match in CALL_RE.finditer(expr):
+            args = _call_arguments(expr, match.end())
+            for index, arg in enumerate(args):
+                literal = _string_literal(arg)
+                if literal is None:
+                    continue
+                try:
+                    if index == 1 and match.group(1) in fn.SPECIFIER_FUNCTIONS:
+                        fn.check_specifier(literal)
+                    else:
+                        fn.check_version(literal)
+                except ValueError as exc:
+                    raise self.fail(f"{what}: {match.group(1)}(): {exc}") from exc
+
+    def metric_list(self, names: Any) -> list[str]:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise self.fail("needs: expected a list of canonical metric names")
+        unknown = sorted(set(names) - self.metric_names) if self.metric_names else []
+        if unknown:
+            raise self.fail(f"needs: unknown metric name(s) {unknown}")
+        return names
+
+
+def _strip_strings(expr: str) -> str:
+    return STRING_RE.sub('""', expr)
+
+
+def _string_literal(arg: str) -> str | None:
+    arg = arg.strip()
+    if len(arg) >= 2 and arg[0] == arg[-1] and arg[0] in "\"'" and STRING_RE.fullmatch(arg):
+        return arg[1:-1]
+    return None
+
+
+def _call_arguments(expr: str, start: int) -> list[str]:
+    """Split the argument list that starts right after ``(`` at ``start`` at depth 1."""
+    args, depth, current, quote, i = [], 0, [], None, start
+    while i < len(expr):
+        ch = expr[i]
+        if quote:
+            current.append(ch)
+            if ch == "\\" and i + 1 < len(expr):
+                current.append(expr[i + 1])
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+            current.append(ch)
+        elif ch in "([{":
+            depth += 1
+            current.append(ch)
+        elif ch in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+            current.append(ch)
+        elif ch == "," and depth == 0:
+            args.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    args.append("".join(current))
+    return args
+
+
+def _check_placeholders(message: str, evidence: dict[str, Any], v: _Validator) -> None:
+    try:
+        parsed = list(string.Formatter().parse(message))
+    except ValueError as exc:
+        raise v.fail(f"message: bad placeholder syntax: {exc}") from exc
+    for _literal, name, spec, _conversion in parsed:
+        if name is None:
+            continue
+        if name not in evidence:
+            raise v.fail(f"message: placeholder {{{name}}} is not an evidence name "
+                         f"(evidence: {sorted(evidence)})")
+        if spec and "{" in spec:
+            raise v.fail(f"message: nested placeholder in format spec of {{{name}}}")
+
+
+def _check_reference(ref: Any, v: _Validator) -> str:
+    if isinstance(ref, str) and (ref.startswith("https://") or SEED_REF_RE.match(ref)):
+        return ref
+    raise v.fail(f"references: {ref!r} is neither an https URL nor a seed:<file>#<section> ref")
+
+
+def _as_date(value: Any, v: _Validator) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError as exc:
+        raise v.fail(f"last_verified: {value!r} is not a YYYY-MM-DD date") from exc
+
+
+def _choice(value: Any, allowed: Iterable[str], what: str, v: _Validator) -> str:
+    if value not in allowed:
+        raise v.fail(f"{what}: {value!r} is not one of {sorted(allowed)}")
+    return value
+
+
+def _text(raw: dict[str, Any], key: str, v: _Validator) -> str:
+    value = raw[key]
+    if not isinstance(value, str) or not value.strip():
+        raise v.fail(f"{key}: expected a non-empty string")
+    return value.strip()
+
+
+def _check_shape(raw: Any, v: _Validator) -> None:
+    if not isinstance(raw, dict):
+        raise v.fail("a rule must be a mapping")
+    unknown = sorted(set(raw) - REQUIRED_FIELDS - OPTIONAL_FIELDS)
+    if unknown:
+        raise v.fail(f"unknown field(s) {unknown}")
+    missing = sorted(REQUIRED_FIELDS - set(raw))
+    if missing:
+        raise v.fail(f"missing required field(s) {missing}")
+    if not isinstance(raw["id"], str) or not ID_RE.match(raw["id"]):
+        raise v.fail(f"id: {raw['id']!r} is not a lower-case slug")
+
+
+def _escalations(raw: Any, v: _Validator) -> list[tuple[cel.Program, str]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise v.fail("escalate: expected a list of {when, severity}")
+    out = []
+    for index, step in enumerate(raw):
+        if not isinstance(step, dict) or set(step) != {"when", "severity"}:
+            raise v.fail(f"escalate[{index}]: expected exactly the keys when and severity")
+        severity = _choice(step["severity"], SEVERITIES, f"escalate[{index}].severity", v)
+        out.append((v.program(step["when"], f"escalate[{index}].when"), severity))
+    return out
+
+
+def _evidence(raw: Any, v: _Validator) -> dict[str, cel.Program]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise v.fail("evidence: expected a mapping of name -> CEL expression")
+    for name in raw:
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise v.fail(f"evidence: {name!r} is not an identifier")
+    return {name: v.program(expr, f"evidence.{name}") for name, expr in raw.items()}
+
+
+def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
+    fixed_in = raw.get("fixed_in")
+    if fixed_in is not None:
+        try:
+            fn.check_version(str(fixed_in))
+        except ValueError as exc:
+            raise v.fail(f"fixed_in: {exc}") from exc
+    confirmed = raw.get("confirmed_upstream")
+    if confirmed is not None and not isinstance(confirmed, bool):
+        raise v.fail("confirmed_upstream: expected true or false")
+    # Interface doc: a rule citing an upstream issue must say whether its cause was confirmed.
+    cites_issue = any(ISSUE_RE.search(str(ref)) for ref in raw.get("references") or [])
+    if cites_issue and confirmed is None:
+        raise v.fail("confirmed_upstream: required (true/false) when citing an upstream "
+                     "issue or PR")
+    checklist = raw.get("checklist") or []
+    if not isinstance(checklist, list) or not all(
+        isinstance(c, str) and CHECKLIST_RE.match(c) for c in checklist
+    ):
+        raise v.fail("checklist: expected a list like [K01, R2]")
+    applies = raw.get("applies")
+    return {
+        "fixed_in": None if fixed_in is None else str(fixed_in),
+        "confirmed_upstream": confirmed,
+        "checklist": list(checklist),
+        "applies": None if applies is None else v.program(applies, "applies"),
+        "needs": v.metric_list(raw["needs"]) if "needs" in raw else [],
+    }
+
+
+def build_rule(raw: Any, file: str, settings: dict[str, Any]) -> Rule:
+    """Validate one raw rule mapping and compile it; raises :class:`RuleError`."""
+    rule_id = raw.get("id") if isinstance(raw, dict) else None
+    v = _Validator(file, rule_id if isinstance(rule_id, str) else None, settings)
+    _check_shape(raw, v)
+    evidence = _evidence(raw.get("evidence"), v)
+    message = _text(raw, "message", v)
+    _check_placeholders(message, evidence, v)
+    references = raw["references"]
+    if not isinstance(references, list) or not references:
+        raise v.fail("references: expected a non-empty list")
+    return Rule(
+        id=raw["id"], title=_text(raw, "title", v),
+        kind=_choice(raw["kind"], KINDS, "kind", v),
+        severity=_choice(raw["severity"], SEVERITIES, "severity", v),
+        cadence=_choice(raw["cadence"], CADENCES, "cadence", v),
+        condition=v.program(raw["condition"], "condition"), message=message,
+        remediation=_text(raw, "remediation", v),
+        references=[_check_reference(r, v) for r in references],
+        last_verified=_as_date(raw["last_verified"], v), file=file,
+        escalate=_escalations(raw.get("escalate"), v), evidence=evidence,
+        **_optional_fields(raw, v),
+    )
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _rule_files(paths: Sequence[str | Path] | None) -> list[Path]:
+    if paths is None:
+        paths = [RULES_DIR]
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.extend(p for p in path.iterdir() if p.suffix in {".yaml", ".yml"})
+        else:
+            files.append(path)
+    return sorted(set(files), key=lambda p: (p.name, str(p)))
+
+
+def _read_yaml(path: Path) -> tuple[bytes, dict[str, Any]]:
+    try:
+        data = path.read_bytes()
+        doc = yaml.safe_load(data) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise RuleError(path, None, f"cannot read rule file: {exc}") from exc
+    if not isinstance(doc, dict) or set(doc) - {"settings", "rules"}:
+        raise RuleError(path, None, "top level must be a mapping with `rules` and/or "
+                                    "`settings` only")
+    return data, doc
+
+
+@dataclass
+class KnowledgeBase:
+    """Validated rules plus KB-level settings.
+
+    ``version`` is the content hash: sha256 over the loaded files sorted by file name, each
+    fed as ``name NUL length NUL bytes``, so any byte change, rename or added file changes it.
+    """
+
+    rules: list[Rule]
+    settings: dict[str, Any]
+    version: str
+    files: list[str]
+
+    @property
+    def verified_through(self) -> str | None:
+        """Newest vLLM release the KB was verified against (``_kb.yaml``)."""
+        value = self.settings.get("verified_through")
+        return None if value is None else str(value)
+
+    def rule(self, rule_id: str) -> Rule:
+        """The rule with this id; raises ``KeyError``."""
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        raise KeyError(rule_id)
+
+    def evaluate(self, ctx: dict[str, Any], cadence: str | None = None) -> Evaluation:
+        """Evaluate every rule (or only ``cadence`` "config"/"metrics") on one context.
+
+        ``ctx`` is the dict of audit.kb.context.build_context. Returns an
+        :class:`Evaluation` (a sorted ``list[FindingResult]``) whose ``failures`` lists
+        the rules that raised; a failing rule never stops the others.
+        """
+        if cadence is not None and cadence not in CADENCES:
+            raise ValueError(f"cadence must be None, 'config' or 'metrics', not {cadence!r}")
+        activation = self._activation(ctx)
+        findings: list[FindingResult] = []
+        failures: list[RuleFailure] = []
+        for rule in self.rules:
+            if cadence is None or rule.cadence == cadence:
+                _run_rule(rule, activation, ctx, findings, failures)
+        return Evaluation(findings, failures)
+
+    def _activation(self, ctx: dict[str, Any]) -> cel.Context:
+        vllm = dict(ctx.get("vllm") or {})
+        vllm["newer_than_vetted"] = fn.version_gt(vllm.get("version"), self.verified_through)
+        activation = cel.Context()
+        for name, function in fn.functions(self.settings).items():
+            activation.add_function(name, function)
+        activation.update({**ctx, "vllm": vllm})
+        return activation
+
+
+def load_rules(paths: Sequence[str | Path] | None = None) -> KnowledgeBase:
+    """Load and validate rule files (default: every *.yaml in audit/rules/).
+
+    ``paths`` may name files or directories. Settings come from the file(s) with a
+    top-level ``settings`` key; when none is given, from audit/rules/_kb.yaml.
+    Raises :class:`RuleError` naming the file and rule on the first invalid rule.
+    """
+    files = _rule_files(paths)
+    docs = [(path, *_read_yaml(path)) for path in files]
+    if not any("settings" in doc for _, _, doc in docs):
+        default = RULES_DIR / SETTINGS_FILE
+        docs.append((default, *_read_yaml(default)))
+        docs[-1][2].pop("rules", None)
+    settings = _merge_settings(docs)
+    rules, seen = [], {}
+    for path, _data, doc in docs:
+        for raw in doc.get("rules") or []:
+            rule = build_rule(raw, str(path), settings)
+            if rule.id in seen:
+                raise RuleError(path, rule.id, f"duplicate id (first defined in {seen[rule.id]})")
+            seen[rule.id] = str(path)
+            rules.append(rule)
+    digest = hashlib.sha256()
+    for path, data, _doc in sorted(docs, key=lambda d: d[0].name):
+        digest.update(f"{path.name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return KnowledgeBase(rules, settings, digest.hexdigest(), [str(p) for p, _, _ in docs])
+
+
+def _merge_settings(docs: list[tuple[Path, bytes, dict[str, Any]]]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for path, _data, doc in docs:
+        block = doc.get("settings") or {}
+        if not isinstance(block, dict):
+            raise RuleError(path, None, "settings must be a mapping")
+        clash = sorted(set(block) & set(settings))
+        if clash:
+            raise RuleError(path, None, f"settings {clash} are defined in two files")
+        settings.update(block)
+    verified = settings.get("verified_through")
+    if verified is not None:
+        try:
+            fn.check_version(str(verified))
+        except ValueError as exc:
+            raise RuleError(RULES_DIR / SETTINGS_FILE, None, f"verified_through: {exc}") from exc
+    return settings
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def _run_rule(rule: Rule, activation: cel.Context, ctx: dict[str, Any],
+              findings: list[FindingResult], failures: list[RuleFailure]) -> None:
+    try:
+        if rule.applies is not None and rule.applies.execute(activation) is not True:
+            return
+        fired = rule.condition.execute(activation)
+    except Exception as exc:  # noqa: BLE001 - any CEL/runtime error is a recorded failure
+        failures.append(RuleFailure(rule.id, f"condition: {_short(exc)}"))
+        return
+    if fired is True:
+        findings.append(_finding(rule, activation, failures))
+        return
+    if fired is not False:
+        failures.append(RuleFailure(rule.id, f"condition returned {fired!r}, not a bool"))
+        return
+    # Silent on partial data is not healthy: say what could not be checked.
+    gap = _missing_data(rule, ctx) if rule.applies is not None else None
+    if gap is not None:
+        findings.append(_cannot_check(rule, gap))
+
+
+def _missing_data(rule: Rule, ctx: dict[str, Any]) -> dict[str, Any] | None:
+    metrics = ctx.get("metrics") or {}
+    if not metrics.get("available"):
+        return {"metrics_available": False, "missing": list(rule.needs)}
+    # A counter the window reports under its canonical name (spec_drafts, preemptions, ...)
+    # is 0 when present but idle, so None there means absent: metrics.window lists spec-decode
+    # counters in `missing` only when some spec family exists, not when all are gone.
+    listed = set(metrics.get("missing") or [])
+    missing = sorted(n for n in rule.needs
+                     if n in listed or (n in metrics and metrics[n] is None))
+    return {"metrics_available": True, "missing": missing} if missing else None
+
+
+def _cannot_check(rule: Rule, gap: dict[str, Any]) -> FindingResult:
+    if gap["metrics_available"]:
+        why = (f"this vLLM version/flags do not expose {', '.join(gap['missing'])} in "
+               "/metrics")
+    else:
+        why = ("no vllm:* engine metrics were collected (--disable-log-stats removes them; "
+               "or /metrics was unreachable)")
+    return FindingResult(
+        rule_id=rule.id, severity="info", kind=rule.kind, title=f"Cannot check: {rule.title}",
+        message=f"Cannot check \"{rule.title}\": {why}. This is missing data, not a "
+                "healthy reading.",
+        remediation="Expose the metric (drop --disable-log-stats, scrape /metrics) or check "
+                    "this by hand: " + rule.remediation,
+        references=list(rule.references),
+        evidence={"cannot_check": True, **gap}, checklist=list(rule.checklist),
+    )
+
+
+def _finding(rule: Rule, activation: cel.Context,
+             failures: list[RuleFailure]) -> FindingResult:
+    severity = rule.severity
+    for when, level in rule.escalate:
+        try:
+            if when.execute(activation) is True:
+                severity = level
+                break
+        except Exception as exc:  # noqa: BLE001 - recorded, base severity kept
+            failures.append(RuleFailure(rule.id, f"escalate: {_short(exc)}"))
+    evidence = {name: _safe(program, activation) for name, program in rule.evidence.items()}
+    try:
+        message = _FORMATTER.vformat(rule.message, (), evidence)
+    except Exception as exc:  # noqa: BLE001 - keep the finding, record the bug
+        failures.append(RuleFailure(rule.id, f"message: {_short(exc)}"))
+        message = rule.message
+    return FindingResult(
+        rule_id=rule.id, severity=severity, kind=rule.kind, title=rule.title,
+        message=" ".join(message.split()), remediation=" ".join(rule.remediation.split()),
+        references=list(rule.references), evidence=evidence, checklist=list(rule.checklist),
+    )
+
+
+def _safe(program: cel.Program, activation: cel.Context) -> Any:
+    try:
+        return _jsonable(program.execute(activation))
+    except Exception:  # noqa: BLE001 - a failing evidence expression yields null (contract)
+        return None
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _short(exc: Exception) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,344 @@
+"""Parse a vLLM `/metrics` body into canonical values and derive live windows from two scrapes.
+
+Public API (contract: /work/notes/AUDIT-INTERFACES.md, section "audit/kb/metrics.py"):
+
+- `parse(text) -> MetricSnapshot`: never raises; problems are listed in `snapshot.errors`.
+- `window(prev, cur, elapsed_s) -> dict`: derived values for one interval (see
+  `audit.kb.metrics_window.window`).
+- `histogram_quantile(q, hist)`: Prometheus `histogram_quantile` semantics on one histogram.
+
+Design notes:
+
+- The text is parsed with `prometheus_client.parser.text_string_to_metric_families`, but only
+  the sample lines of the `vllm:` families this module maps (see `audit.kb.metrics_names`) are
+  handed to it: `python_*`, `process_*`, `http_*`, `_created` and unused `vllm:` histograms make
+  up most of a real capture and dominate parse time (label parsing is per character). HELP/TYPE
+  lines are dropped too, so every sample arrives untyped and is classified by its name suffix
+  (`_bucket`/`_sum`/`_count`/`_total`); this also covers captures that lack HELP/TYPE.
+- If prometheus_client rejects the selected text as a whole, each line is parsed on its own and
+  the bad ones are recorded in `errors`, so one broken line never loses the others.
+- Series are summed over the `engine` (data-parallel) and `model_name` labels; the KV usage gauge
+  is averaged instead (vllm-facts.md 1.1: every engine reports its own 0..1 usage).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from audit.kb.metrics_names import (
+    GAUGE_MEAN,
+    LINKED_COUNTERS,
+    SAMPLE_INDEX,
+    V0_ONLY,
+    V1_ONLY,
+)
+from audit.kb.metrics_window import histogram_quantile, window
+
+__all__ = ["Histogram", "MetricSnapshot", "histogram_quantile", "parse", "window"]
+
+MAX_ERRORS = 20  # keep `errors` readable on garbage input; the rest is counted in one line
+MAX_POSITION = 64  # spec-decode positions beyond this are garbage (k is single digits in practice)
+_NAME_RE = re.compile(r"[^{\s]*")
+
+
+@dataclass
+class Histogram:
+    """One Prometheus histogram summed over engines/models.
+
+    `buckets`: sorted `(upper bound, cumulative count)` pairs, upper bound may be `math.inf`;
+    `sum` / `count`: the `_sum` / `_count` samples, None when the exposition lacks them.
+    Units are those of the metric (seconds for latencies, tokens for lengths).
+    """
+
+    buckets: list[tuple[float, float]] = field(default_factory=list)
+    sum: float | None = None
+    count: float | None = None
+
+
+@dataclass
+class MetricSnapshot:
+    """Canonical view of one `/metrics` scrape.
+
+    - `counters`: canonical counter name -> lifetime total (tokens, requests, drafts...).
+    - `gauges`: `kv_cache_usage` (0..1, mean over engines), `requests_running`,
+      `requests_waiting` (sums), and for V0 `prefix_cache_hit_rate` (0..1, absent when V0
+      reports -1 = prefix caching disabled).
+    - `histograms`: canonical histogram name -> `Histogram`.
+    - `per_position_accepted`: spec-decode position (0-based) -> accepted drafts at it.
+    - `cache_config`: labels of `vllm:cache_config_info` (V1 gauge or V0 Info) as strings,
+      without `engine` (the lowest engine index wins under data parallelism).
+    - `model_names`: sorted `model_name` label values; `engines`: sorted `engine` values.
+    - `era`: "v0", "v1-early" (V1 engine before the `engine` label), "v1", or "unknown" when
+      the text holds no `vllm:` sample at all (e.g. `--disable-log-stats`).
+    - `present`: canonical names found; `errors`: parse problems (lines skipped, bad values).
+    """
+
+    counters: dict[str, float] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+    histograms: dict[str, Histogram] = field(default_factory=dict)
+    per_position_accepted: dict[int, float] = field(default_factory=dict)
+    cache_config: dict[str, str] = field(default_factory=dict)
+    model_names: list[str] = field(default_factory=list)
+    engines: list[str] = field(default_factory=list)
+    era: str = "unknown"
+    present: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+
+
+def parse(text: Any) -> MetricSnapshot:
+    """Parse a raw Prometheus text exposition of a vLLM server.
+
+    `text`: str (bytes are decoded as UTF-8 with replacement; anything else gives an empty
+    snapshot with an error). Never raises: every problem lands in `errors`.
+    """
+    snap = MetricSnapshot()
+    try:
+        body = _coerce_text(text, snap.errors)
+        lines, names, has_engine = _select_lines(body)
+        snap.era = _detect_era(names, has_engine)
+        samples = _parse_lines(lines, snap.errors)
+        _Aggregator(snap).run(samples)
+    except Exception as exc:  # parse() promises callers (Celery, bench) it never raises
+        _add_error(snap.errors, f"internal error: {type(exc).__name__}: {exc}")
+    return snap
+
+
+def _coerce_text(text: Any, errors: list[str]) -> str:
+    if isinstance(text, str):
+        return text
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text).decode("utf-8", errors="replace")
+    _add_error(errors, f"expected str, got {type(text).__name__}")
+    return ""
+
+
+def _normalise(name: str) -> str:
+    # Some scrapers rewrite the colon (`vllm_num_requests_running`); map back to vLLM's name.
+    if name.startswith("vllm_"):
+        return "vllm:" + name[5:]
+    return name
+
+
+def _select_lines(body: str) -> tuple[list[tuple[int, str]], set[str], bool]:
+    """Keep the sample lines this module maps; remember every vllm name for era detection."""
+    keep: list[tuple[int, str]] = []
+    names: set[str] = set()
+    has_engine = False
+    for lineno, raw in enumerate(body.split("\n"), start=1):
+        if not raw.startswith("vllm") and not raw[:1].isspace():
+            continue  # comments, blank lines and non-vLLM families (checked before strip: speed)
+        line = raw.strip()
+        if not line.startswith("vllm"):
+            continue
+        match = _NAME_RE.match(line)
+        name = _normalise(match.group() if match else "")
+        names.add(name)
+        if not has_engine and 'engine="' in line:
+            has_engine = True
+        if name in SAMPLE_INDEX:
+            keep.append((lineno, line))
+    return keep, names, has_engine
+
+
+def _detect_era(names: set[str], has_engine: bool) -> str:
+    if not names:
+        return "unknown"
+    if has_engine:
+        return "v1"
+    if names & V0_ONLY:
+        return "v0"
+    v1_hints = V1_ONLY | {"vllm:num_requests_running", "vllm:num_requests_waiting"}
+    # V0 always emitted num_requests_swapped next to running/waiting (V0_ONLY above), so
+    # running/waiting without it is the early V1 engine (production-stack#318 capture).
+    return "v1-early" if names & v1_hints else "v0"
+
+
+def _families_samples(text: str) -> list[Any]:
+    return [s for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+
+def _whole(text: str) -> list[Any] | None:
+    try:
+        return _families_samples(text)
+    except Exception:  # prometheus_client raises ValueError and others on malformed input
+        return None  # the caller retries line by line and records each bad line
+
+
+def _parse_lines(lines: list[tuple[int, str]], errors: list[str]) -> list[Any]:
+    """Parse the selected lines at once; on failure line by line: a bad line loses only itself."""
+    if not lines:
+        return []
+    whole = _whole("\n".join(line for _, line in lines) + "\n")
+    if whole is not None:
+        return whole
+    samples: list[Any] = []
+    for lineno, line in lines:
+        try:
+            samples.extend(_families_samples(line + "\n"))
+        except Exception as exc:
+            _add_error(errors, f"line {lineno} skipped ({type(exc).__name__}: {exc}): {line[:120]}")
+    return samples
+
+
+def _add_error(errors: list[str], message: str) -> None:
+    if len(errors) < MAX_ERRORS:
+        errors.append(message)
+    elif len(errors) == MAX_ERRORS:
+        errors.append("further errors omitted")
+
+
+class _Aggregator:
+    """Sum parsed samples into canonical values, then resolve old/new name priorities."""
+
+    def __init__(self, snap: MetricSnapshot) -> None:
+        self.snap = snap
+        self.counters: dict[tuple[str, int], float] = {}
+        self.gauges: dict[tuple[str, int], list[float]] = {}
+        self.hists: dict[tuple[str, int], dict[str, Any]] = {}
+        self.models: set[str] = set()
+        self.engines: set[str] = set()
+        self.info_engine: str | None = None
+
+    def run(self, samples: Iterable[Any]) -> None:
+        series: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+        for s in samples:  # a repeated series (same name and labels) counts once: last wins
+            series[(s.name, tuple(sorted(s.labels.items())))] = s
+        for s in series.values():
+            self._add(s)
+        self._resolve()
+
+    def _add(self, sample: Any) -> None:
+        name = _normalise(sample.name)
+        entry = SAMPLE_INDEX.get(name)
+        if entry is None:
+            return
+        kind, canon, prio, role = entry
+        labels: dict[str, str] = sample.labels
+        value = float(sample.value)
+        if kind == "info":
+            self._add_info(labels)
+            return
+        if not math.isfinite(value):
+            _add_error(self.snap.errors, f"non-finite value {value} for {name}, ignored")
+            return
+        self._note_labels(labels)
+        if kind == "counter":
+            self.counters[(canon, prio)] = self.counters.get((canon, prio), 0.0) + value
+        elif kind == "gauge":
+            self.gauges.setdefault((canon, prio), []).append(value)
+        elif kind == "hist":
+            self._add_hist(canon, prio, role, labels, value, name)
+        elif kind == "perpos":
+            self._add_position(labels, value)
+
+    def _note_labels(self, labels: dict[str, str]) -> None:
+        model = labels.get("model_name")
+        if model:
+            self.models.add(model)
+        engine = labels.get("engine")
+        if engine is not None:
+            self.engines.add(engine)
+
+    def _add_info(self, labels: dict[str, str]) -> None:
+        engine = labels.get("engine", "")
+        # DP engines share one CacheConfig; keep the lowest engine index deterministically.
+        if self.info_engine is None or _engine_key(engine) < _engine_key(self.info_engine):
+            self.info_engine = engine
+            self.snap.cache_config = {k: v for k, v in labels.items() if k != "engine"}
+
+    def _add_hist(
+        self, canon: str, prio: int, role: str, labels: dict[str, str], value: float, name: str
+    ) -> None:
+        acc = self.hists.setdefault((canon, prio), {"buckets": {}, "sum": None, "count": None})
+        if role == "bucket":
+            try:
+                le = float(labels["le"])
+            except (KeyError, ValueError):
+                _add_error(self.snap.errors, f"{name} without a numeric le label, ignored")
+                return
+            if math.isnan(le):
+                _add_error(self.snap.errors, f"{name} with le=NaN, ignored")
+                return
+            acc["buckets"][le] = acc["buckets"].get(le, 0.0) + value
+        else:
+            acc[role] = (acc[role] or 0.0) + value
+
+    def _add_position(self, labels: dict[str, str], value: float) -> None:
+        try:
+            pos = int(labels["position"])
+        except (KeyError, ValueError):
+            _add_error(self.snap.errors, "per-position sample without an integer position")
+            return
+        if not 0 <= pos <= MAX_POSITION:
+            _add_error(self.snap.errors, f"spec-decode position {pos} out of range, ignored")
+            return
+        per_pos = self.snap.per_position_accepted
+        per_pos[pos] = per_pos.get(pos, 0.0) + value
+
+    def _resolve(self) -> None:
+        snap = self.snap
+        for canon, value in _best(_link_groups(self.counters)).items():
+            snap.counters[canon] = value
+        for canon, values in _best(self.gauges).items():
+            gauge = _combine_gauge(canon, values)
+            if gauge is not None:
+                snap.gauges[canon] = gauge
+        for canon, acc in _best(self.hists).items():
+            buckets = sorted(acc["buckets"].items())
+            snap.histograms[canon] = Histogram(buckets, acc["sum"], acc["count"])
+        snap.present = set(snap.counters) | set(snap.gauges) | set(snap.histograms)
+        if snap.per_position_accepted:
+            snap.present.add("spec_per_position")
+        if snap.cache_config:
+            snap.present.add("cache_config")
+        snap.model_names = sorted(self.models)
+        snap.engines = sorted(self.engines, key=_engine_key)
+
+
+def _best(acc: dict[tuple[str, int], Any]) -> dict[str, Any]:
+    """For each canonical name keep the value of the lowest priority (= newest name) seen."""
+    chosen: dict[str, tuple[int, Any]] = {}
+    for (canon, prio), value in acc.items():
+        if canon not in chosen or prio < chosen[canon][0]:
+            chosen[canon] = (prio, value)
+    return {canon: value for canon, (_, value) in chosen.items()}
+
+
+def _link_groups(acc: dict[tuple[str, int], float]) -> dict[tuple[str, int], float]:
+    """Take each linked group (e.g. prefix-cache queries + hits) from one naming generation.
+
+    The V1-early `gpu_prefix_cache_*` counters count blocks, their successors count tokens
+    (INDEX.md "Prefix cache"), so a hit rate must never mix the two.
+    """
+    out = dict(acc)
+    for group in LINKED_COUNTERS:
+        prios = [prio for (canon, prio) in acc if canon in group]
+        if prios:
+            best = min(prios)
+            for key in [k for k in out if k[0] in group and k[1] != best]:
+                del out[key]
+    return out
+
+
+def _combine_gauge(canon: str, values: list[float]) -> float | None:
+    if canon == "prefix_cache_hit_rate":
+        # V0 reports -1 when prefix caching is disabled: that is "no value", not a rate.
+        values = [v for v in values if v >= 0]
+    if not values:
+        return None
+    if canon in GAUGE_MEAN:
+        return sum(values) / len(values)
+    return sum(values)
+
+
+def _engine_key(engine: str) -> tuple[int, str]:
+    try:
+        return (int(engine), "")
+    except ValueError:  # non-numeric or absurdly long engine labels sort after real ones
+        return (1 << 30, engine)

@@ -1,0 +1,270 @@
+"""Live-window derivation from two `MetricSnapshot`s (see audit.kb.metrics for the parser).
+
+Spec-decode maths follow /work/shared/reference/vllm-facts.md section 1.5 (vLLM's
+`SpecDecodingLogging` convention): acceptance rate = accepted / draft tokens, mean acceptance
+length = 1 + accepted / drafts (bonus token included), per-position rate = accepted at
+position p / drafts. Percentiles follow PromQL `histogram_quantile`
+(https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Any
+
+from audit.kb.metrics_names import RULE_NAMES, SPEC_NAMES
+
+if TYPE_CHECKING:  # imported for type hints only: metrics.py imports this module
+    from audit.kb.metrics import Histogram, MetricSnapshot
+
+_PERCENTILES = (
+    ("ttft_p50_s", "ttft", 0.5),
+    ("ttft_p99_s", "ttft", 0.99),
+    ("tpot_p50_s", "tpot", 0.5),
+    ("tpot_p99_s", "tpot", 0.99),
+    ("itl_p50_s", "itl", 0.5),
+    ("itl_p99_s", "itl", 0.99),
+    ("e2e_p50_s", "e2e", 0.5),
+    ("queue_p50_s", "queue_time", 0.5),
+    ("prompt_len_p50", "prompt_len", 0.5),
+    ("prompt_len_p90", "prompt_len", 0.9),
+    ("prompt_len_p99", "prompt_len", 0.99),
+)
+
+
+def histogram_quantile(q: float, hist: Histogram | None) -> float | None:
+    """The q-quantile (0..1) of a histogram, interpolated linearly inside its bucket.
+
+    Same rules as PromQL: the first bucket starts at 0 (unless its bound is <= 0), buckets
+    are forced monotonic, and a quantile that falls in the +Inf bucket returns the largest
+    finite bound (so the true value is at least that). Returns None (never 0) when the
+    histogram is absent, empty, has no finite bucket, or has neither a +Inf bucket nor a
+    `_count` to give the total (PromQL returns NaN there).
+    """
+    if hist is None or not 0.0 <= q <= 1.0:
+        return None
+    finite = [(le, c) for le, c in hist.buckets if math.isfinite(le)]
+    total = _total(hist, finite)
+    if not finite or total is None or not total > 0:
+        return None
+    rank = q * total
+    prev_le, prev_count, running = 0.0, 0.0, 0.0
+    for index, (le, count) in enumerate(finite):
+        running = max(running, count)
+        if running >= rank:
+            if index == 0 and le <= 0:
+                return le
+            start = prev_le if index else 0.0
+            width = running - prev_count
+            return start + (le - start) * ((rank - prev_count) / width if width > 0 else 1.0)
+        prev_le, prev_count = le, running
+    return finite[-1][0]  # rank lies in +Inf: report the largest finite bound
+
+
+def _total(hist: Histogram, finite: list[tuple[float, float]]) -> float | None:
+    top = max((c for _, c in finite), default=0.0)
+    inf = [c for le, c in hist.buckets if le == math.inf]
+    if inf:
+        return max(inf[-1], top)
+    if hist.count is not None:
+        return max(hist.count, top)
+    return None
+
+
+def window(
+    prev: MetricSnapshot | None, cur: MetricSnapshot, elapsed_s: float | None
+) -> dict[str, Any]:
+    """Derived values for the interval between two scrapes of the same server process.
+
+    `prev`: the previous snapshot of the same process, or None for "lifetime since start"
+    (also used after a restart). A counter or histogram that went down between `prev` and
+    `cur` means the process restarted unseen: the window falls back to lifetime and
+    `counter_reset` is True. `elapsed_s`: seconds between the scrapes; rates (tok/s, /s) are
+    given for delta windows with a positive `elapsed_s` only.
+
+    Returns the keys listed in the interface doc, every key always present, None when a value
+    cannot be derived (an idle window gives 0 rates/counts and None percentiles and ratios),
+    plus `counter_reset`, `prompt_tokens` and `generation_tokens` (token totals in the window).
+    `missing` lists canonical names of `RULE_NAMES` absent from `cur`; the spec-decode
+    counters are listed only when the exposition carries some spec-decode metric but not all
+    (without the server's flags this module cannot tell "spec decode off" from "metric
+    absent"; rules that know `speculative_config` is set should test `spec_drafts == null`).
+    """
+    reset = prev is not None and _is_reset(prev, cur)
+    base = None if prev is None or reset else prev
+    seconds = elapsed_s if base is not None and _positive(elapsed_s) else None
+    out: dict[str, Any] = {
+        "window_kind": "delta" if base is not None else "lifetime",
+        "window_s": seconds,
+        "counter_reset": reset,
+        "kv_cache_usage": cur.gauges.get("kv_cache_usage"),
+        "requests_running": _as_count(cur.gauges.get("requests_running")),
+        "requests_waiting": _as_count(cur.gauges.get("requests_waiting")),
+    }
+    out.update(_traffic(base, cur, seconds))
+    for key, canon, q in _PERCENTILES:
+        out[key] = histogram_quantile(q, _hist_delta(base, cur, canon))
+    out.update(_spec(base, cur))
+    out.update(_cache_config(cur.cache_config))
+    out["missing"] = _missing(cur)
+    out["errors"] = list(cur.errors)
+    return out
+
+
+def _traffic(base: MetricSnapshot | None, cur: MetricSnapshot, seconds: float | None) -> dict:
+    preemptions = _delta(base, cur, "preemptions")
+    prompt = _delta(base, cur, "prompt_tokens")
+    generation = _delta(base, cur, "generation_tokens")
+    queries = _delta(base, cur, "prefix_cache_queries")
+    hits = _delta(base, cur, "prefix_cache_hits")
+    hit_rate = _ratio(hits, queries)
+    if hit_rate is None and queries is None:
+        hit_rate = cur.gauges.get("prefix_cache_hit_rate")  # V0 cumulative gauge
+    return {
+        "preemptions": _as_count(preemptions),
+        "preemptions_per_s": _rate(preemptions, seconds),
+        "prompt_tokens": _as_count(prompt),
+        "generation_tokens": _as_count(generation),
+        "prompt_tps": _rate(prompt, seconds),
+        "generation_tps": _rate(generation, seconds),
+        "requests_finished": _as_count(_delta(base, cur, "request_success")),
+        "prefix_cache_hit_rate": hit_rate,
+        "mm_items": _as_count(_delta(base, cur, "mm_cache_queries")),
+    }
+
+
+def _spec(base: MetricSnapshot | None, cur: MetricSnapshot) -> dict[str, Any]:
+    drafts = _delta(base, cur, "spec_drafts")
+    draft_tokens = _delta(base, cur, "spec_draft_tokens")
+    accepted = _delta(base, cur, "spec_accepted_tokens")
+    mean_len = _ratio(accepted, drafts)
+    return {
+        "spec_drafts": _as_count(drafts),
+        "spec_draft_tokens": _as_count(draft_tokens),
+        "spec_accepted_tokens": _as_count(accepted),
+        "spec_acceptance_rate": _ratio(accepted, draft_tokens),
+        "spec_mean_acceptance_length": None if mean_len is None else 1.0 + mean_len,
+        "spec_per_position": _per_position(base, cur, drafts),
+    }
+
+
+def _per_position(
+    base: MetricSnapshot | None, cur: MetricSnapshot, drafts: float | None
+) -> list[float | None] | None:
+    """accepted_at_pos / drafts for positions 0..max; None entries for unseen positions."""
+    per_pos = cur.per_position_accepted
+    if not per_pos or drafts is None or not drafts > 0:
+        return None
+    rates: list[float | None] = [None] * (max(per_pos) + 1)
+    for pos, value in per_pos.items():
+        if base is None:
+            rates[pos] = value / drafts
+        elif pos in base.per_position_accepted:
+            rates[pos] = (value - base.per_position_accepted[pos]) / drafts
+    return rates
+
+
+def _cache_config(cfg: dict[str, str]) -> dict[str, Any]:
+    """KV capacity (tokens) and friends from cache_config_info labels (strings, "None")."""
+    size = _label_number(cfg, "kv_cache_size_tokens")
+    if size is None:
+        # Fallback only: on hybrid models block_size is the minimum over KV groups, so the
+        # product undercounts (lmswitch capture: 15998 x 4 vs 1,428,520; vLLM issue #51163).
+        blocks, block_size = _label_number(cfg, "num_gpu_blocks"), _label_number(cfg, "block_size")
+        size = blocks * block_size if blocks is not None and block_size is not None else None
+    dtype = cfg.get("cache_dtype")
+    return {
+        "kv_capacity_tokens": _as_count(size),
+        "kv_max_concurrency": _label_number(cfg, "kv_cache_max_concurrency"),
+        "cache_dtype": None if dtype in (None, "None", "") else dtype,
+        "gpu_memory_utilization": _label_number(cfg, "gpu_memory_utilization"),
+    }
+
+
+def _missing(cur: MetricSnapshot) -> list[str]:
+    missing = [name for name in RULE_NAMES if name not in cur.present]
+    spec_seen = [n for n in (*SPEC_NAMES, "spec_per_position") if n in cur.present]
+    if spec_seen:
+        missing += [n for n in (*SPEC_NAMES, "spec_per_position") if n not in cur.present]
+    return missing
+
+
+def _is_reset(prev: MetricSnapshot, cur: MetricSnapshot) -> bool:
+    """True when any counter, per-position counter or histogram went down (process restart)."""
+    for name, value in cur.counters.items():
+        if name in prev.counters and value < prev.counters[name]:
+            return True
+    for pos, value in cur.per_position_accepted.items():
+        if value < prev.per_position_accepted.get(pos, value):
+            return True
+    for name, hist in cur.histograms.items():
+        old = prev.histograms.get(name)
+        if old is None:
+            continue
+        if hist.count is not None and old.count is not None and hist.count < old.count:
+            return True
+        old_buckets = dict(old.buckets)
+        if any(c < old_buckets.get(le, c) for le, c in hist.buckets):
+            return True
+    return False
+
+
+def _hist_delta(base: MetricSnapshot | None, cur: MetricSnapshot, name: str) -> Histogram | None:
+    hist = cur.histograms.get(name)
+    if hist is None or base is None:
+        return hist
+    old = base.histograms.get(name)
+    if old is None or [le for le, _ in old.buckets] != [le for le, _ in hist.buckets]:
+        return None  # bucket layout changed or histogram new: no honest delta
+    buckets = [(le, c - oc) for (le, c), (_, oc) in zip(hist.buckets, old.buckets, strict=True)]
+    return dataclasses.replace(
+        hist,
+        buckets=buckets,
+        sum=_sub(hist.sum, old.sum),
+        count=_sub(hist.count, old.count),
+    )
+
+
+def _delta(base: MetricSnapshot | None, cur: MetricSnapshot, name: str) -> float | None:
+    value = cur.counters.get(name)
+    if value is None or base is None:
+        return value
+    old = base.counters.get(name)
+    return None if old is None else value - old
+
+
+def _sub(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or not den > 0:
+        return None
+    return num / den
+
+
+def _rate(value: float | None, seconds: float | None) -> float | None:
+    return None if value is None or seconds is None else value / seconds
+
+
+def _positive(x: float | None) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def _as_count(x: float | None) -> float | int | None:
+    """Integral floats become int so messages read "64 running", not "64.0 running"."""
+    if x is None or not math.isfinite(x):
+        return None if x is None else x
+    return int(x) if x == int(x) else x
+
+
+def _label_number(cfg: dict[str, str], key: str) -> float | None:
+    raw = cfg.get(key)
+    if raw is None or raw in ("None", ""):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None

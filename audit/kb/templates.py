@@ -1,0 +1,65 @@
+"""Identify a served chat template from its sha256 and size.
+
+The seed publishes hashes abbreviated as ``prefix…suffix`` plus the byte size
+(``data/templates.yaml``), so a full 64-hex hash matches a row only when its prefix, its
+suffix and the size all agree. Identity: ``vetted`` | ``frozen`` | ``intermediate`` |
+``unknown`` (a hash we have not vetted) | None (no template reported).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_DATA = Path(__file__).with_name("data") / "templates.yaml"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _load() -> list[dict[str, Any]]:
+    rows = yaml.safe_load(_DATA.read_text(encoding="utf-8"))["templates"]
+    for row in rows:
+        row["prefix"], row["suffix"] = str(row["prefix"]).lower(), str(row["suffix"]).lower()
+        row["pulled"] = str(row.get("pulled")) if row.get("pulled") else None
+    return rows
+
+
+KNOWN_TEMPLATES = _load()
+
+
+def match(sha256: str | None, size_bytes: int | None) -> dict[str, Any] | None:
+    """The table row whose prefix, suffix and size all match, else None.
+
+    A size of None never matches (the seed's fingerprints need all three parts).
+    """
+    if not sha256 or size_bytes is None:
+        return None
+    digest = sha256.strip().lower()
+    for row in KNOWN_TEMPLATES:
+        if digest.startswith(row["prefix"]) and digest.endswith(row["suffix"]) \
+                and int(size_bytes) == int(row["size_bytes"]):
+            return row
+    return None
+
+
+def template_context(chat_template: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``template`` block of a rule context from the report's ``chat_template`` dict.
+
+    Keys: ``sha256``, ``size_bytes``, ``source``, ``identity``, ``label``, ``pulled``,
+    ``revision``, ``valid_hash`` (64 lower-case hex). ``identity`` is None when no template
+    (or no hash) was reported, ``unknown`` for a hash not in the table.
+    """
+    template = chat_template or {}
+    sha = template.get("sha256")
+    size = template.get("size_bytes")
+    row = match(sha, size)
+    identity = None if not sha else (row["identity"] if row else "unknown")
+    return {
+        "sha256": sha, "size_bytes": size, "source": template.get("source"),
+        "identity": identity, "label": row["label"] if row else None,
+        "pulled": row["pulled"] if row else None,
+        "revision": row.get("revision") if row else None,
+        "valid_hash": bool(sha and _HEX64.match(sha.strip().lower())),
+    }

@@ -1,0 +1,147 @@
+"""The recommended command as data: flag values with their reasons, rendered to argv.
+
+A :class:`Plan` starts from the server's current argv (so the operator's own flags such as
+``--served-model-name``, ``--port`` or ``--api-key`` survive) and is then changed flag by
+flag; every decided flag carries a :class:`Choice` (reason, references, and the
+"What was NOT measured" item when the value is extrapolated, R6).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from audit.kb.flags_defaults import KNOWN_FLAGS
+
+# argv order: the flags operators read first come first.
+ORDER = (
+    "served_model_name", "host", "port", "tensor_parallel_size", "pipeline_parallel_size",
+    "data_parallel_size", "max_model_len", "gpu_memory_utilization", "max_num_seqs",
+    "max_num_batched_tokens", "kv_cache_dtype", "quantization", "dtype", "revision",
+    "chat_template", "default_chat_template_kwargs", "enable_auto_tool_choice",
+    "reasoning_parser", "tool_call_parser", "speculative_config",
+    "scheduler_reserve_full_isl",
+)
+
+
+@dataclass
+class Choice:
+    """Why a flag has its recommended value.
+
+    ``extrapolated`` names what the seeds did not measure (None when measured or when the
+    value is a correctness fix rather than a tuning point); ``removed`` marks a flag to drop.
+    """
+
+    reason: str
+    references: list[str]
+    extrapolated: str | None = None
+    removed: bool = False
+
+
+@dataclass
+class Plan:
+    """Recommended configuration for one server.
+
+    ``values``: snake_case flag -> value (None = not set); ``why``: decided flags;
+    ``unknown``: argv tokens we do not know, kept verbatim; ``groups``: GPU dicts per
+    replica; ``version``: vLLM release to run; ``template``: chat_template fingerprint the
+    command serves (for the self-check); ``notes``: operator-facing text.
+    """
+
+    model: str | None
+    values: dict[str, Any] = field(default_factory=dict)
+    why: dict[str, Choice] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+    groups: list[list[dict[str, Any]]] = field(default_factory=list)
+    version: str | None = None
+    template: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def set(self, key: str, value: Any, reason: str, references: list[str],
+            extrapolated: str | None = None) -> None:
+        """Decide ``key`` = ``value`` (None removes it) with its reason."""
+        self.values[key] = value
+        self.why[key] = Choice(reason, list(references), extrapolated, removed=value is None)
+
+    def drop(self, key: str, reason: str, references: list[str]) -> None:
+        """Remove ``key`` from the command."""
+        self.set(key, None, reason, references)
+
+    def clone(self) -> Plan:
+        """Deep copy (the version search tries variants)."""
+        return copy.deepcopy(self)
+
+    @property
+    def tp(self) -> int:
+        """Tensor-parallel size of each replica."""
+        value = self.values.get("tensor_parallel_size")
+        return value if isinstance(value, int) and value > 0 else 1
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def render_value(key: str, value: Any) -> list[str]:
+    """argv tokens for one flag (vLLM syntax, vllm-facts §4.1); [] when unset."""
+    kind = KNOWN_FLAGS.get(key)
+    if value is None:
+        return []
+    if isinstance(value, bool) or kind in ("bool", "flag"):
+        if value is True:
+            return [_flag(key)]
+        return ["--no-" + key.replace("_", "-")] if kind == "bool" and value is False else []
+    if isinstance(value, dict):
+        return [_flag(key), json.dumps(value, separators=(",", ":"))]
+    if isinstance(value, list):
+        return [_flag(key), *[str(v) for v in value]] if value else []
+    if isinstance(value, float):
+        return [_flag(key), f"{value:g}"]
+    return [_flag(key), str(value)]
+
+
+def ordered_keys(values: dict[str, Any]) -> list[str]:
+    """Flag keys in argv order: :data:`ORDER` first, then the rest as given."""
+    first = [k for k in ORDER if k in values]
+    return first + [k for k in values if k not in ORDER and k != "model"]
+
+
+def render_argv(plan: Plan, port: int | None = None) -> list[str]:
+    """``vllm serve MODEL --flag value …`` for one replica (``port`` overrides --port)."""
+    values = dict(plan.values)
+    if port is not None:
+        values["port"] = port
+    argv = ["vllm", "serve", str(plan.model)]
+    for key in ordered_keys(values):
+        argv += render_value(key, values[key])
+    for token in plan.unknown:
+        argv += token.split(" ", 1)
+    return argv
+
+
+def docker_argv(plan: Plan, gpu_indices: list[int], port: int) -> list[str]:
+    """``docker run … vllm/vllm-openai:v<version> MODEL flags`` for one replica (the image's
+    entrypoint is ``vllm serve`` since vLLM 0.11.0, PR #25967)."""
+    tag = f"v{plan.version}" if plan.version else "latest"
+    devices = ",".join(str(i) for i in gpu_indices)
+    head = ["docker", "run", "-d", "--gpus", f'"device={devices}"', "--ipc=host",
+            "-p", f"{port}:{port}", "-v", "~/.cache/huggingface:/root/.cache/huggingface"]
+    if isinstance(plan.values.get("chat_template"), str) and \
+            plan.values["chat_template"].startswith("/templates/"):
+        head += ["-v", "/templates:/templates:ro"]
+    return head + [f"vllm/vllm-openai:{tag}"] + render_argv(plan, port)[2:]
+
+
+def display(value: Any) -> str:
+    """A flag value as the operator would type it (JSON for dicts, lower-case booleans)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

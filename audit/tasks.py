@@ -1,0 +1,58 @@
+"""Celery tasks of the audit app. Tasks take ids only and exit quietly when the row is gone.
+
+``evaluate_report`` is safe to run twice: :func:`audit.evaluation.evaluate_report`
+claims the report row under a lock and does all its writes in one transaction,
+so a redelivery after a worker crash (``acks_late``) starts from scratch and a
+second delivery of a finished report is a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+from audit import evaluation
+from audit.rulebook import requeue_fleet, sync_rules
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(acks_late=True, ignore_result=True,
+             autoretry_for=(OperationalError, InterfaceError), retry_backoff=5,
+             retry_backoff_max=120, retry_jitter=True, max_retries=5)
+def evaluate_report(report_id: str) -> bool:
+    """Evaluate the stored report with ``report_id`` (a UUID string).
+
+    Returns True when this call evaluated the report, False when the row is gone,
+    already evaluated, or being evaluated by another worker. Database outages
+    (the only transient error here) are retried with capped, jittered backoff.
+    """
+    outcomes = evaluation.evaluate_report(report_id)
+    if outcomes is None:
+        log.info("report %s already evaluated, claimed elsewhere or gone", report_id)
+        return False
+    for outcome in outcomes:
+        if outcome.opened or outcome.resolved or outcome.failures:
+            log.info("report %s server %s: opened %s resolved %s failed %s", report_id,
+                     outcome.server_id, outcome.opened, outcome.resolved, outcome.failures)
+    _dispatch_alerts()
+    return True
+
+
+def _dispatch_alerts() -> None:
+    """Hand new finding events to the alerts outbox (grouped there, see audit.alerts)."""
+    try:
+        from audit.alert_tasks import schedule_dispatch
+    except ImportError:  # alerts not installed in this build
+        return
+    schedule_dispatch()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def check_knowledge_base() -> int:
+    """Mirror the rule files into the database; on a new knowledge-base version queue
+    every host's latest report for re-evaluation. Returns how many were queued."""
+    version, is_new = sync_rules()
+    return requeue_fleet(version) if is_new else 0

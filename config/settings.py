@@ -1,0 +1,201 @@
+"""Django settings for vLLM Fleet Audit, read from the environment only.
+
+Nothing else in the project reads ``os.environ``; ``config/env.py`` holds the
+strict readers and ``.env.example`` lists every variable. Commands that do not
+serve (``check``, ``migrate``, offline audits) import these settings on a fresh
+clone with no environment at all; a missing ``SECRET_KEY`` outside DEBUG is the
+system check ``fleet.E001`` and makes ``config/wsgi.py`` refuse to start.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import READ as _env_read
+from config.env import env_bool, env_int, env_list, env_rate, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+DEBUG = env_bool("DEBUG", False)
+
+_secret = env_str("SECRET_KEY")
+#: True when SECRET_KEY was not set outside DEBUG: check fleet.E001 fails, wsgi refuses.
+SECRET_KEY_MISSING = _secret is None and not DEBUG
+# A random per-process key keeps non-serving commands working; sessions signed
+# with it die with the process, which is why serving refuses to start with it.
+SECRET_KEY = _secret or ("insecure-demo-key-debug-only" if DEBUG else secrets.token_urlsafe(50))
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+SITE_URL = (env_str("SITE_URL", "http://127.0.0.1:8000") or "").rstrip("/")
+if not SITE_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(f"SITE_URL must start with http:// or https://, got {SITE_URL!r}")
+CSRF_TRUSTED_ORIGINS = [SITE_URL]
+
+_database_url = env_str("DATABASE_URL")
+if _database_url is None:
+    VAR_DIR.mkdir(exist_ok=True)  # the embedded demo's SQLite file lives in var/
+try:
+    DATABASES = {
+        "default": dj_database_url.parse(
+            _database_url or f"sqlite:///{VAR_DIR / 'fleet.sqlite3'}",
+            conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+            conn_health_checks=True,
+        )
+    }
+except ValueError as exc:  # unknown scheme or malformed URL
+    raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL is not None and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, got {REDIS_URL!r}")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "ninja",
+    "fleet",
+    "audit",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "fleet:host_list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # No manifest: templates render without a prior collectstatic (tests, demo).
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = DEBUG
+
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = SITE_URL.startswith("https://")
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+# Caches back the ingest rate limiter: shared Redis in production, per-process otherwise.
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL, "KEY_PREFIX": "fleet"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- ingest -----------------------------------------------------------------
+#: Raw reports older than this are pruned unless kept (version/flags/template/GPU change).
+REPORT_RETENTION_HOURS = env_int("REPORT_RETENTION_HOURS", 48, minimum=1)
+#: Sustained per-token rate: (reports, per seconds). Default 1 report / 5 s.
+INGEST_RATE = env_rate("INGEST_RATE", "1/5s")
+#: Reports a token may send back to back before the sustained rate applies (spool replay).
+INGEST_BURST = env_int("INGEST_BURST", 10, minimum=1)
+#: Seconds an agent is told to wait (Retry-After) when the database is unreachable.
+INGEST_RETRY_AFTER_S = 30
+
+# --- Celery (cookiecutter-django shape: JSON only, time limits, named queues) -------
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
+# Without a broker (the embedded demo) tasks run in-process right after commit.
+CELERY_TASK_ALWAYS_EAGER = REDIS_URL is None
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_TASK_TIME_LIMIT = 300
+CELERY_TASK_SOFT_TIME_LIMIT = 240
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+# An unacked task is redelivered after this; retry countdowns must stay below it.
+CELERY_VISIBILITY_TIMEOUT_MINUTES = env_int("CELERY_VISIBILITY_TIMEOUT_MINUTES", 10, minimum=1)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_MINUTES * 60}
+# Publishing gives up quickly so ingest can answer 202 while the broker is down.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0,
+                                    "interval_step": 0.2, "interval_max": 0.5}
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "audit.tasks.evaluate_report": {"queue": "evaluate"},
+    "alerts.*": {"queue": "alerts"},
+    "audit.tasks.send_*": {"queue": "alerts"},
+}
+# Only tasks that claim their rows (safe to run twice) set acks_late themselves.
+CELERY_TASK_ACKS_LATE = False
+CELERY_BEAT_SCHEDULE = {
+    "sweep-unevaluated-reports": {"task": "fleet.tasks.sweep_unevaluated", "schedule": 60.0},
+    "prune-reports": {"task": "fleet.tasks.prune_reports", "schedule": 3600.0},
+    "check-knowledge-base": {"task": "audit.tasks.check_knowledge_base", "schedule": 60.0},
+}
+
+# --- audit --------------------------------------------------------------------
+#: Rule files (YAML); default audit/rules. Edited files are picked up without a restart.
+AUDIT_RULES_DIR = env_str("AUDIT_RULES_DIR")
+#: Metric rules run at most this often per server (issue 4: every 5 minutes).
+AUDIT_METRICS_INTERVAL_S = env_int("AUDIT_METRICS_INTERVAL_S", 300, minimum=0)
+
+LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
+if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+    raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, "
+                               f"got {LOG_LEVEL!r}")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+}
+
+#: Every environment variable read above (tests compare compose and .env.example with it).
+ENV_VARS_READ = tuple(_env_read)

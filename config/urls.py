@@ -1,0 +1,15 @@
+"""URL configuration: human pages (login required), admin, and the agent API under /api/."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from fleet.api import api
+
+urlpatterns = [
+    path("", include("fleet.urls")),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("api/", api.urls),
+]

@@ -1,0 +1,1 @@
+"""Hosts, credentials, vLLM servers, GPUs, reports and samples, plus the agent ingest API."""

@@ -1,0 +1,100 @@
+"""Django admin for hosts, tokens, enrollment secrets, reports and servers.
+
+Secrets and tokens are shown once, when created, through an admin message;
+only their sha256 is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from fleet.models import AgentToken, ChangeEvent, EnrollmentSecret, Gpu, Host, Report, Server
+
+
+class ServerInline(admin.TabularInline):
+    model = Server
+    fields = ("identity", "vllm_version", "pid", "started_at", "is_running", "restart_count")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(Host)
+class HostAdmin(admin.ModelAdmin):
+    list_display = ("hostname", "machine_id", "last_seen", "agent_version")
+    search_fields = ("hostname", "machine_id")
+    readonly_fields = ("code", "first_seen", "last_seen", "last_collected_at")
+    inlines = [ServerInline]
+    actions = ["issue_token"]
+
+    @admin.action(description="Issue a new agent token (shown once)")
+    def issue_token(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        for host in queryset:
+            _, plaintext = AgentToken.issue(host)
+            self.message_user(request, f"Token for {host.hostname} (shown once): {plaintext}",
+                              messages.WARNING)
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "host", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("prefix", "host__hostname")
+    readonly_fields = ("host", "prefix", "created_at", "last_used_at", "revoked_at")
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # tokens come from enrollment or the host action
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
+        count = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {count} token(s).")
+
+
+@admin.register(EnrollmentSecret)
+class EnrollmentSecretAdmin(admin.ModelAdmin):
+    list_display = ("name", "created_at", "last_used_at", "revoked_at")
+    fields = ("name", "revoked_at")
+    actions = ["revoke"]
+
+    def save_model(self, request: HttpRequest, obj: EnrollmentSecret, form: Any,
+                   change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        created, plaintext = EnrollmentSecret.create(obj.name)
+        obj.pk, obj.secret_hash = created.pk, created.secret_hash
+        self.message_user(request, f"Enrollment secret (shown once): {plaintext}",
+                          messages.WARNING)
+
+    @admin.action(description="Revoke selected secrets")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[EnrollmentSecret]) -> None:
+        queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
+
+
+@admin.register(Report)
+class ReportAdmin(admin.ModelAdmin):
+    list_display = ("report_id", "host", "collected_at", "received_at", "evaluated_at", "keep")
+    list_filter = ("keep",)
+    search_fields = ("report_id", "host__hostname")
+    readonly_fields = [f.name for f in Report._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # reports arrive through the API only
+
+
+@admin.register(Server)
+class ServerAdmin(admin.ModelAdmin):
+    list_display = ("host", "identity", "vllm_version", "pid", "is_running", "restart_count")
+    search_fields = ("host__hostname", "identity", "vllm_version")
+    exclude = ("last_metrics_text",)
+
+
+admin.site.register(Gpu)
+admin.site.register(ChangeEvent)

@@ -1,0 +1,239 @@
+"""The agent ingest API (django-ninja) under ``/api/v1/``; OpenAPI at ``/api/docs``.
+
+Strict at the door, in this order for ``POST /api/v1/reports``: bearer token
+(401), rate limit (429), body size after decompression (413), JSON (400),
+``schema_version`` (400), contract (422), host identity (403). Every refusal
+answers ``{"error": ..., "details": [...]}`` and stores nothing. Accepted reports
+answer 202; evaluation is enqueued after commit. No stack trace ever leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.responses import Status
+from ninja.security import HttpBearer
+
+from fleet.bodies import BodyError, read_capped_body
+from fleet.models import AgentToken, EnrollmentSecret, Host
+from fleet.ratelimit import check_rate
+from fleet_agent.schema import (
+    MAX_REPORT_BYTES,
+    SUPPORTED_SCHEMA_VERSIONS,
+    ReportError,
+    parse_report,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ApiRefusal(Exception):
+    """A refusal with a status, an error message and per-field details."""
+
+    def __init__(self, status: int, error: str, details: list[Any] | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(error)
+        self.status, self.error = status, error
+        self.details, self.headers = details or [], headers or {}
+
+
+def error_response(status: int, error: str, details: list[Any] | None = None,
+                   headers: dict[str, str] | None = None) -> JsonResponse:
+    """The one error shape: ``{"error": str, "details": list}``."""
+    response = JsonResponse({"error": error, "details": details or []}, status=status)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+class TokenAuth(HttpBearer):
+    """Bearer host token, looked up by sha256 before anything else touches the request."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
+        agent_token = AgentToken.authenticate(token)
+        if agent_token is not None:
+            agent_token.touch()
+        return agent_token
+
+
+api = NinjaAPI(title="vLLM Fleet Audit agent API", version="1", docs_url="/docs",
+               urls_namespace="api")
+
+
+@api.exception_handler(ApiRefusal)
+def _refusal(request: HttpRequest, exc: ApiRefusal) -> HttpResponse:
+    return error_response(exc.status, exc.error, exc.details, exc.headers)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return error_response(401, "missing, unknown or revoked token",
+                          headers={"WWW-Authenticate": "Bearer"})
+
+
+@api.exception_handler(NinjaValidationError)
+def _invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    details = [{"path": ".".join(str(p) for p in e.get("loc", ()) if p != "body"),
+                "message": e.get("msg", "")} for e in exc.errors]
+    return error_response(422, "request does not match the schema", details)
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return error_response(exc.status_code, str(exc))
+
+
+@api.exception_handler(Exception)
+def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if isinstance(exc, OperationalError | InterfaceError):
+        log.warning("database unavailable: %s", exc)
+        return error_response(503, "database unavailable, retry later",
+                              headers={"Retry-After": str(settings.INGEST_RETRY_AFTER_S)})
+    log.exception("unexpected error in the agent API")
+    return error_response(500, "internal error")
+
+
+class EnrollIn(Schema):
+    """Enrollment request: the shared secret and the host's identity."""
+
+    secret: str
+    machine_id: str
+    hostname: str
+
+
+class EnrollOut(Schema):
+    """The host token, shown once; only its sha256 is stored."""
+
+    token: str
+    host: str
+    machine_id: str
+
+
+class ErrorOut(Schema):
+    """Every refusal: a message and a list of details (``{"path", "message"}`` for 422)."""
+
+    error: str
+    details: list[Any]
+
+
+class AcceptedOut(Schema):
+    """Accepted (or already stored) report."""
+
+    report_id: str
+    duplicate: bool
+
+
+@api.post("/v1/enroll", response={201: EnrollOut, 403: ErrorOut, 422: ErrorOut},
+          summary="Exchange an enrollment secret for a host token")
+def enroll(request: HttpRequest, payload: EnrollIn) -> Status:
+    """Create or find the host by ``machine_id`` and issue a new token (shown once)."""
+    machine_id, hostname = payload.machine_id.strip(), payload.hostname.strip()
+    if not (0 < len(machine_id) <= 255 and 0 < len(hostname) <= 255):
+        raise ApiRefusal(422, "machine_id and hostname must be 1-255 characters")
+    with transaction.atomic():
+        secret = EnrollmentSecret.match(payload.secret)
+        if secret is None:
+            raise ApiRefusal(403, "invalid enrollment secret")
+        EnrollmentSecret.objects.filter(pk=secret.pk).update(last_used_at=timezone.now())
+        host, _ = Host.objects.get_or_create(machine_id=machine_id,
+                                             defaults={"hostname": hostname})
+        _, plaintext = AgentToken.issue(host)
+    return Status(201, {"token": plaintext, "host": host.hostname,
+                        "machine_id": host.machine_id})
+
+
+_REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": {"type": "object", "description": "Agent report, shared/report-contract.md"}}}}}
+
+
+@api.post("/v1/reports", auth=TokenAuth(), openapi_extra=_REPORT_BODY,
+          response={202: AcceptedOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut,
+                    413: ErrorOut, 422: ErrorOut, 429: ErrorOut, 503: ErrorOut},
+          summary="Submit one agent report (optionally gzip-encoded)")
+def submit_report(request: HttpRequest) -> Status:
+    """Validate and store one report; 202 also for a re-sent ``report_id`` (stored once)."""
+    token: AgentToken = request.auth
+    wait_s = check_rate(token.token_hash[:32])
+    if wait_s > 0:
+        raise ApiRefusal(429, "rate limit exceeded",
+                         headers={"Retry-After": str(math.ceil(wait_s))})
+    raw = _decode_body(request)
+    wire = _validate(raw)
+    if wire.host.machine_id != token.host.machine_id:
+        raise ApiRefusal(403, "report machine_id does not match this token's host",
+                         [{"path": "host.machine_id", "message": "belongs to another host"}])
+    with transaction.atomic():
+        report, created = token.host.record_report(wire, raw)
+        if created:
+            transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
+    return Status(202, {"report_id": str(report.report_id), "duplicate": not created})
+
+
+def _decode_body(request: HttpRequest) -> dict[str, Any]:
+    try:
+        body = read_capped_body(request, MAX_REPORT_BYTES)
+    except BodyError as exc:
+        raise ApiRefusal(exc.status, exc.message) from None
+    if b"\\u0000" in body:  # PostgreSQL's jsonb cannot store NUL characters
+        raise ApiRefusal(422, "report contains a NUL character (\\u0000)",
+                         [{"path": "$", "message": "NUL characters are not accepted"}])
+    try:
+        raw = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiRefusal(400, "body is not valid JSON", [{"path": "$", "message": str(exc)}]) \
+            from None
+    if not isinstance(raw, dict):
+        raise ApiRefusal(422, "report must be a JSON object",
+                         [{"path": "$", "message": "expected an object"}])
+    return raw
+
+
+def _validate(raw: dict[str, Any]) -> Any:
+    version = raw.get("schema_version")
+    if version not in SUPPORTED_SCHEMA_VERSIONS or isinstance(version, bool):
+        supported = list(SUPPORTED_SCHEMA_VERSIONS)
+        raise ApiRefusal(400, f"unsupported schema_version {version!r}; supported: {supported}",
+                         [{"path": "schema_version", "message": f"supported: {supported}"}])
+    try:
+        return parse_report(raw)
+    except ReportError as exc:
+        raise ApiRefusal(422, "report does not match the contract", exc.details) from None
+
+
+def enqueue_evaluation(report_id: str) -> None:
+    """Queue ``audit.tasks.evaluate_report(report_id)``; a broker outage is logged only.
+
+    Runs as an on-commit callback (what ``delay_on_commit`` does), but with the
+    broker error caught: the report is stored, and ``fleet.tasks.sweep_unevaluated``
+    enqueues it again once the broker is back.
+    """
+    from audit.tasks import evaluate_report
+
+    try:
+        evaluate_report.delay(report_id)
+    except BrokerError as exc:
+        log.warning("broker unavailable, report %s left for the sweep: %s", report_id, exc)
+
+
+@api.get("/v1/health", response={200: dict, 503: ErrorOut}, summary="Liveness and database check")
+def health(request: HttpRequest) -> Status:
+    """200 ``{"status": "ok"}`` when the database answers; 503 otherwise."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError:
+        raise ApiRefusal(503, "database unavailable",
+                         headers={"Retry-After": str(settings.INGEST_RETRY_AFTER_S)}) from None
+    return Status(200, {"status": "ok"})

@@ -1,0 +1,13 @@
+"""Django app config for the fleet app."""
+
+from django.apps import AppConfig
+
+
+class FleetConfig(AppConfig):
+    """Registers the fleet system checks (fleet.E001...) when Django starts."""
+
+    name = "fleet"
+    verbose_name = "Fleet"
+
+    def ready(self) -> None:
+        from fleet import checks  # noqa: F401  (registers the checks)

@@ -1,0 +1,347 @@
+"""The fleet data model: hosts, their credentials, vLLM servers, GPUs, reports and samples.
+
+Hosts and servers are upserted from each accepted report (``Host.record_report``);
+a server's history (restarts, version and config changes) is kept as
+:class:`ChangeEvent` rows so rules can ask "restarted without a change" or
+"version changed from X to Y".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import models
+from django.utils import timezone
+
+if TYPE_CHECKING:
+    from fleet_agent.schema import Report as WireReport
+
+TOKEN_PREFIX_LEN = 12
+
+
+def sha256_hex(text: str) -> str:
+    """Hex sha256 of a UTF-8 string (how tokens and enrollment secrets are stored)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Host(models.Model):
+    """One GPU node, identified by its stable ``machine_id`` (``/etc/machine-id``)."""
+
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    machine_id = models.CharField(max_length=255, unique=True)
+    hostname = models.CharField(max_length=255)
+    labels = models.JSONField(default=dict, blank=True)
+    first_seen = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    #: collected_at of the newest report applied; older (replayed) reports do not roll state back.
+    last_collected_at = models.DateTimeField(null=True, blank=True)
+    agent_version = models.CharField(max_length=64, blank=True)
+    agent_interval_s = models.PositiveIntegerField(null=True, blank=True)
+    os = models.CharField(max_length=255, blank=True)
+    kernel = models.CharField(max_length=255, blank=True)
+    nvidia_driver_version = models.CharField(max_length=64, blank=True)
+    cuda_driver_version = models.CharField(max_length=64, blank=True)
+    gpu_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["hostname"]
+
+    def __str__(self) -> str:
+        return self.hostname
+
+    def record_report(self, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:
+        """Store one validated report and upsert this host's servers, GPUs and samples.
+
+        ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept
+        verbatim, unknown fields included). Returns ``(report_row, created)``;
+        ``created`` is False for a re-sent ``report_id`` (stored once, nothing updated).
+        Must run inside ``transaction.atomic()``.
+        """
+        from fleet.recording import record_report
+
+        return record_report(self, wire, raw)
+
+    def seconds_since_seen(self, now: datetime | None = None) -> int | None:
+        """Whole seconds since the last accepted report, or None if never seen."""
+        if self.last_seen is None:
+            return None
+        return max(0, int(((now or timezone.now()) - self.last_seen).total_seconds()))
+
+    def running_servers(self) -> models.QuerySet[Server]:
+        """Servers present in the newest report, ordered by identity."""
+        return self.servers.filter(is_running=True).order_by("identity")
+
+    def vllm_versions(self) -> list[str]:
+        """Distinct running vLLM versions of this host's running servers (sorted)."""
+        versions = {s.vllm_version for s in self.running_servers() if s.vllm_version}
+        return sorted(versions)
+
+    def gpu_summary(self) -> str:
+        """Human summary such as ``2x NVIDIA H100 80GB HBM3``, or ``no GPUs``."""
+        counts: dict[str, int] = {}
+        for gpu in self.gpus.filter(is_present=True):
+            counts[gpu.name] = counts.get(gpu.name, 0) + 1
+        if not counts:
+            return "no GPUs"
+        return ", ".join(f"{n}x {name}" for name, n in sorted(counts.items()))
+
+
+class EnrollmentSecret(models.Model):
+    """A shared secret agents present once to obtain a host token. Stored as sha256."""
+
+    name = models.CharField(max_length=100)
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def create(cls, name: str) -> tuple[EnrollmentSecret, str]:
+        """Create a secret; returns ``(row, plaintext)``. The plaintext is never stored."""
+        plaintext = "fes_" + secrets.token_urlsafe(24)
+        return cls.objects.create(name=name, secret_hash=sha256_hex(plaintext)), plaintext
+
+    @classmethod
+    def match(cls, plaintext: str) -> EnrollmentSecret | None:
+        """The unrevoked secret whose hash matches ``plaintext``, or None."""
+        return cls.objects.filter(secret_hash=sha256_hex(plaintext), revoked_at=None).first()
+
+
+class AgentToken(models.Model):
+    """A host's bearer token. Only the sha256 and a short prefix (to recognise it) are kept."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="tokens")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(max_length=TOKEN_PREFIX_LEN, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.host})"
+
+    @classmethod
+    def issue(cls, host: Host) -> tuple[AgentToken, str]:
+        """Create a token for ``host``; returns ``(row, plaintext)``, plaintext shown once."""
+        plaintext = "fat_" + secrets.token_urlsafe(32)
+        row = cls.objects.create(host=host, token_hash=sha256_hex(plaintext),
+                                 prefix=plaintext[:TOKEN_PREFIX_LEN])
+        return row, plaintext
+
+    @classmethod
+    def authenticate(cls, plaintext: str) -> AgentToken | None:
+        """The unrevoked token matching ``plaintext`` (with its host), or None."""
+        return (cls.objects.select_related("host")
+                .filter(token_hash=sha256_hex(plaintext), revoked_at=None).first())
+
+    def revoke(self) -> None:
+        """Revoke now; the next request with this token gets 401."""
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])
+
+    def touch(self) -> None:
+        """Record a use, at most once a minute per token to spare the database."""
+        now = timezone.now()
+        if self.last_used_at is None or now - self.last_used_at > timedelta(minutes=1):
+            AgentToken.objects.filter(pk=self.pk).update(last_used_at=now)
+
+
+class Report(models.Model):
+    """One agent report as received. ``raw`` is the JSON body verbatim."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="reports")
+    report_id = models.UUIDField(unique=True)
+    schema_version = models.PositiveSmallIntegerField()
+    raw = models.JSONField()
+    received_at = models.DateTimeField(default=timezone.now, db_index=True)
+    collected_at = models.DateTimeField()
+    evaluated_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    evaluation_error = models.TextField(blank=True)
+    #: Kept past the retention window: the version, flags, template or GPUs changed.
+    keep = models.BooleanField(default=False)
+    keep_reason = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["-collected_at"]
+
+    def __str__(self) -> str:
+        return f"{self.host} @ {self.collected_at:%Y-%m-%d %H:%M:%S}"
+
+    def mark_keep(self, reason: str) -> None:
+        """Flag this report to survive pruning, appending ``reason`` (saved by the caller)."""
+        self.keep = True
+        reasons = [r for r in self.keep_reason.split(", ") if r]
+        if reason not in reasons:
+            reasons.append(reason)
+        self.keep_reason = ", ".join(reasons)[:255]
+
+
+class Server(models.Model):
+    """One vLLM API-server process slot on a host.
+
+    ``identity`` is stable across restarts: ``port:8000`` (from base_url or argv)
+    or ``unix:/path.sock``. pid/started_at identify the current process.
+    """
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="servers")
+    identity = models.CharField(max_length=255)
+    base_url = models.CharField(max_length=500, blank=True)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    argv = models.JSONField(default=list)
+    env = models.JSONField(default=dict, blank=True)  # redacted by the agent
+    container_image = models.CharField(max_length=500, blank=True)
+    vllm_version = models.CharField(max_length=128, blank=True)
+    installed_vllm_version = models.CharField(max_length=128, blank=True)
+    previous_vllm_version = models.CharField(max_length=128, blank=True)
+    model_ids = models.JSONField(default=list, blank=True)
+    max_model_len = models.PositiveIntegerField(null=True, blank=True)
+    gpu_uuids = models.JSONField(default=list, blank=True)
+    chat_template_source = models.CharField(max_length=1000, blank=True)
+    chat_template_sha256 = models.CharField(max_length=64, blank=True)
+    chat_template_size = models.PositiveIntegerField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    first_seen = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now)
+    is_running = models.BooleanField(default=True)
+    restart_count = models.PositiveIntegerField(default=0)
+    last_report = models.ForeignKey(Report, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    #: The previous /metrics body of the current process, for per-interval deltas.
+    last_metrics_text = models.TextField(blank=True)
+    last_metrics_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "identity"],
+                                               name="server_identity_per_host")]
+        ordering = ["host", "identity"]
+
+    def __str__(self) -> str:
+        return f"{self.host} {self.identity}"
+
+    @property
+    def pending_upgrade(self) -> bool:
+        """True when the package on disk differs from the running version."""
+        return bool(self.installed_vllm_version and self.vllm_version
+                    and self.installed_vllm_version != self.vllm_version)
+
+
+class ChangeEvent(models.Model):
+    """A recorded change on a host or one of its servers (the restart/version history)."""
+
+    class Kind(models.TextChoices):
+        SERVER_STARTED = "server_started", "server first seen"
+        RESTART = "restart", "restart"
+        VERSION_CHANGED = "version_changed", "vLLM version changed"
+        INSTALLED_VERSION_CHANGED = "installed_version_changed", "installed vLLM changed"
+        CONFIG_CHANGED = "config_changed", "command line changed"
+        TEMPLATE_CHANGED = "template_changed", "chat template changed"
+        SERVER_STOPPED = "server_stopped", "server gone"
+        GPUS_CHANGED = "gpus_changed", "GPUs changed"
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="events")
+    server = models.ForeignKey(Server, null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="events")
+    report = models.ForeignKey(Report, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="events")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    at = models.DateTimeField(db_index=True)
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.old_value} -> {self.new_value}"
+
+
+class Gpu(models.Model):
+    """One GPU of a host, with its static facts and latest readings."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="gpus")
+    uuid = models.CharField(max_length=128)
+    index = models.PositiveSmallIntegerField()
+    name = models.CharField(max_length=255)
+    memory_total_bytes = models.BigIntegerField(null=True, blank=True)
+    compute_capability = models.CharField(max_length=16, blank=True)
+    driver_version = models.CharField(max_length=64, blank=True)
+    cuda_version = models.CharField(max_length=64, blank=True)
+    memory_used_bytes = models.BigIntegerField(null=True, blank=True)
+    utilization_pct = models.FloatField(null=True, blank=True)
+    temperature_c = models.FloatField(null=True, blank=True)
+    power_draw_w = models.FloatField(null=True, blank=True)
+    power_limit_w = models.FloatField(null=True, blank=True)
+    is_present = models.BooleanField(default=True)
+    last_seen = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "uuid"], name="gpu_uuid_per_host")]
+        ordering = ["host", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.host} GPU{self.index} {self.name}"
+
+
+class MetricSample(models.Model):
+    """Derived per-interval values for one server (from ``audit.kb.metrics.window``).
+
+    Null means the exposition lacked the data, never zero. Times in seconds, rates in tok/s.
+    """
+
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="samples")
+    report = models.ForeignKey(Report, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+    ts = models.DateTimeField()
+    window_s = models.FloatField(null=True, blank=True)
+    window_kind = models.CharField(max_length=16, blank=True)  # "delta" | "lifetime"
+    kv_cache_usage = models.FloatField(null=True, blank=True)
+    requests_running = models.FloatField(null=True, blank=True)
+    requests_waiting = models.FloatField(null=True, blank=True)
+    generation_tps = models.FloatField(null=True, blank=True)
+    prompt_tps = models.FloatField(null=True, blank=True)
+    ttft_p50_s = models.FloatField(null=True, blank=True)
+    ttft_p99_s = models.FloatField(null=True, blank=True)
+    tpot_p50_s = models.FloatField(null=True, blank=True)
+    tpot_p99_s = models.FloatField(null=True, blank=True)
+    itl_p50_s = models.FloatField(null=True, blank=True)
+    itl_p99_s = models.FloatField(null=True, blank=True)
+    preemptions = models.FloatField(null=True, blank=True)
+    prefix_cache_hit_rate = models.FloatField(null=True, blank=True)
+    spec_acceptance_rate = models.FloatField(null=True, blank=True)
+    spec_mean_acceptance_length = models.FloatField(null=True, blank=True)
+    #: The rest of the window dict (JSON-able), e.g. spec_per_position, missing, errors.
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["server", "ts"])]
+        ordering = ["server", "ts"]
+
+    def __str__(self) -> str:
+        return f"{self.server} @ {self.ts:%Y-%m-%d %H:%M:%S}"
+
+
+class GpuSample(models.Model):
+    """One GPU reading per report: bytes, percent, °C, watts."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="samples")
+    ts = models.DateTimeField()
+    memory_used_bytes = models.BigIntegerField(null=True, blank=True)
+    utilization_pct = models.FloatField(null=True, blank=True)
+    temperature_c = models.FloatField(null=True, blank=True)
+    power_draw_w = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["gpu", "ts"])]
+        ordering = ["gpu", "ts"]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} @ {self.ts:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,34 @@
+"""Per-token ingest rate limit: a token bucket kept in Django's cache.
+
+Implemented as GCRA (the "generic cell rate algorithm", a token bucket that
+stores one timestamp per key): sustained ``INGEST_RATE`` (default 1 report per
+5 s) with up to ``INGEST_BURST`` reports back to back. The cache is Redis when
+``REDIS_URL`` is set (shared by all web workers), per-process memory otherwise.
+The read-then-write is not atomic, so two simultaneous requests of one token can
+both pass: the limit protects the server from a runaway agent, not a race.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+
+
+def check_rate(key: str, now: float | None = None) -> float:
+    """Count one request for ``key``; returns 0 if allowed, else seconds to wait.
+
+    A refused request does not consume capacity.
+    """
+    events, period_s = settings.INGEST_RATE
+    interval = period_s / events
+    tolerance = interval * (settings.INGEST_BURST - 1)
+    now = time.time() if now is None else now
+    cache_key = f"ingest-rate:{key}"
+    tat = max(float(cache.get(cache_key) or 0.0), now)  # theoretical arrival time
+    if tat - now > tolerance:
+        return tat - tolerance - now
+    cache.set(cache_key, tat + interval, timeout=math.ceil(tolerance + interval) + 1)
+    return 0.0

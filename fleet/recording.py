@@ -1,0 +1,226 @@
+"""Apply one validated agent report to the fleet model (``Host.record_report``).
+
+Order inside the caller's transaction: lock the host row (serialises reports of
+one host, so restart detection sees a consistent "previous"), insert the Report
+under its unique ``report_id`` in a savepoint (a re-sent or concurrent duplicate
+hits the constraint and returns the stored row), then upsert GPUs and servers,
+write ChangeEvents and samples. A report older than the newest one applied is
+stored raw but does not roll the host's state back (spool replays arrive late).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.db import IntegrityError, transaction
+
+from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server
+from fleet.samples import record_sample
+from fleet_agent.schema import Report as WireReport
+from fleet_agent.schema import ServerInfo
+
+#: vLLM's default API port when neither base_url nor --port says otherwise.
+DEFAULT_VLLM_PORT = 8000
+_PORT_FLAG = re.compile(r"^--port(?:=(\d+))?$")
+
+
+def server_identity(info: ServerInfo) -> str:
+    """Stable slot name of a server on its host: ``port:8000`` or ``unix:/path``.
+
+    From base_url when given (host part ignored: 0.0.0.0 and 127.0.0.1 are the
+    same slot), else from ``--port``/``--uds`` in argv, else the vLLM default port.
+    """
+    if info.base_url:
+        if info.base_url.startswith("unix:"):
+            return info.base_url
+        parts = urlsplit(info.base_url)
+        if parts.port:
+            return f"port:{parts.port}"
+    return _identity_from_argv(info.argv)
+
+
+def _identity_from_argv(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg == "--uds" and i + 1 < len(argv):
+            return f"unix:{argv[i + 1]}"
+        if arg.startswith("--uds="):
+            return f"unix:{arg.split('=', 1)[1]}"
+        match = _PORT_FLAG.match(arg)
+        if match:
+            value = match.group(1) or (argv[i + 1] if i + 1 < len(argv) else "")
+            if value.isdigit():
+                return f"port:{int(value)}"
+    return f"port:{DEFAULT_VLLM_PORT}"
+
+
+def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:
+    """See :meth:`fleet.models.Host.record_report`."""
+    host = Host.objects.select_for_update().get(pk=host.pk)
+    try:
+        with transaction.atomic():
+            report = Report.objects.create(
+                host=host, report_id=wire.report_id, schema_version=wire.schema_version,
+                raw=raw, collected_at=wire.collected_at)
+    except IntegrityError:
+        return Report.objects.get(report_id=wire.report_id), False
+    if host.last_collected_at and wire.collected_at <= host.last_collected_at:
+        return report, True  # a late (replayed) report: keep it, leave current state alone
+    first_report = host.last_collected_at is None
+    _update_host(host, wire)
+    _record_gpus(host, wire, report)
+    _record_servers(host, wire, report)
+    if first_report:
+        report.mark_keep("first report")
+    report.save(update_fields=["keep", "keep_reason"])
+    return report, True
+
+
+def _update_host(host: Host, wire: WireReport) -> None:
+    info = wire.host
+    host.hostname = info.hostname
+    host.labels = info.labels or host.labels
+    host.last_seen = wire.collected_at if host.last_seen is None else max(
+        host.last_seen, wire.collected_at)
+    host.last_collected_at = wire.collected_at
+    host.agent_version = wire.agent.version
+    host.agent_interval_s = wire.agent.interval_s
+    host.os = info.os or ""
+    host.kernel = info.kernel or ""
+    host.nvidia_driver_version = info.nvidia_driver_version or ""
+    host.cuda_driver_version = info.cuda_driver_version or ""
+    host.gpu_error = wire.gpu_error or ""
+    host.save()
+
+
+def _record_gpus(host: Host, wire: WireReport, report: Report) -> None:
+    before = {(g.uuid, g.name) for g in host.gpus.filter(is_present=True)}
+    after = {(g.uuid, g.name) for g in wire.gpus}
+    if wire.gpu_error and not wire.gpus:
+        return  # GPUs unreadable this cycle: not a change of hardware
+    for info in wire.gpus:
+        gpu, _ = Gpu.objects.update_or_create(host=host, uuid=info.uuid, defaults={
+            "index": info.index, "name": info.name,
+            "memory_total_bytes": info.memory_total_bytes,
+            "compute_capability": info.compute_capability or "",
+            "driver_version": wire.host.nvidia_driver_version or "",
+            "cuda_version": wire.host.cuda_driver_version or "",
+            "memory_used_bytes": info.memory_used_bytes,
+            "utilization_pct": info.utilization_gpu_pct, "temperature_c": info.temperature_c,
+            "power_draw_w": info.power_draw_w, "power_limit_w": info.power_limit_w,
+            "is_present": True, "last_seen": wire.collected_at})
+        GpuSample.objects.create(
+            gpu=gpu, ts=wire.collected_at, memory_used_bytes=info.memory_used_bytes,
+            utilization_pct=info.utilization_gpu_pct, temperature_c=info.temperature_c,
+            power_draw_w=info.power_draw_w)
+    host.gpus.exclude(uuid__in=[g.uuid for g in wire.gpus]).update(is_present=False)
+    if before and before != after:
+        ChangeEvent.objects.create(
+            host=host, report=report, kind=ChangeEvent.Kind.GPUS_CHANGED, at=wire.collected_at,
+            old_value=", ".join(sorted(n for _, n in before)),
+            new_value=", ".join(sorted(n for _, n in after)))
+        report.mark_keep("GPUs changed")
+
+
+def _record_servers(host: Host, wire: WireReport, report: Report) -> None:
+    seen: list[int] = []
+    identities: set[str] = set()
+    # Lowest pid first: if two processes share a slot (e.g. --api-server-count > 1
+    # reported per process), the same one wins every cycle, so no false restarts.
+    for info in sorted(wire.servers, key=lambda s: s.pid):
+        identity = server_identity(info)
+        if identity in identities:
+            continue
+        identities.add(identity)
+        server = _record_server(host, info, wire, report)
+        seen.append(server.pk)
+    gone = host.servers.filter(is_running=True).exclude(pk__in=seen)
+    for server in gone:
+        _event(server, report, ChangeEvent.Kind.SERVER_STOPPED, wire, str(server.pid), "")
+    gone.update(is_running=False)
+
+
+def _record_server(host: Host, info: ServerInfo, wire: WireReport, report: Report) -> Server:
+    identity = server_identity(info)
+    server = Server.objects.filter(host=host, identity=identity).first()
+    if server is None:
+        server = Server(host=host, identity=identity, pid=info.pid, first_seen=wire.collected_at)
+        _apply_server_fields(server, info)
+        server.save()
+        _event(server, report, ChangeEvent.Kind.SERVER_STARTED, wire, "", server.vllm_version)
+        report.mark_keep("new server")
+        same_process = False
+    else:
+        same_process = _detect_changes(server, info, wire, report)
+        _apply_server_fields(server, info)
+    server.is_running = True
+    server.last_seen = wire.collected_at
+    server.last_report = report
+    if info.metrics is not None:
+        record_sample(server, report, info.metrics.text, info.metrics.scraped_at, same_process)
+    server.save()
+    return server
+
+
+def _detect_changes(server: Server, info: ServerInfo, wire: WireReport, report: Report) -> bool:
+    """Write events for what changed since the previous report; True if same process."""
+    same_process = server.pid == info.pid and server.started_at == info.started_at
+    if not same_process:
+        server.restart_count += 1
+        _event(server, report, ChangeEvent.Kind.RESTART, wire, _proc(server.pid, server.started_at),
+               _proc(info.pid, info.started_at))
+    new_version = info.vllm_version or ""
+    if new_version and server.vllm_version and new_version != server.vllm_version:
+        server.previous_vllm_version = server.vllm_version
+        _event(server, report, ChangeEvent.Kind.VERSION_CHANGED, wire, server.vllm_version,
+               new_version)
+        report.mark_keep("version changed")
+    installed = info.installed_vllm_version or ""
+    if installed and server.installed_vllm_version and installed != server.installed_vllm_version:
+        _event(server, report, ChangeEvent.Kind.INSTALLED_VERSION_CHANGED, wire,
+               server.installed_vllm_version, installed)
+        report.mark_keep("installed version changed")
+    if info.argv != server.argv:
+        _event(server, report, ChangeEvent.Kind.CONFIG_CHANGED, wire, _argv(server.argv),
+               _argv(info.argv))
+        report.mark_keep("flags changed")
+    new_sha = info.chat_template.sha256 if info.chat_template else ""
+    if new_sha and server.chat_template_sha256 and new_sha != server.chat_template_sha256:
+        _event(server, report, ChangeEvent.Kind.TEMPLATE_CHANGED, wire,
+               server.chat_template_sha256, new_sha)
+        report.mark_keep("template changed")
+    return same_process
+
+
+def _apply_server_fields(server: Server, info: ServerInfo) -> None:
+    server.base_url = info.base_url or server.base_url
+    server.pid, server.started_at = info.pid, info.started_at
+    server.argv, server.env = info.argv, info.env
+    server.container_image = info.container_image or ""
+    # An unreachable /version (null) keeps the last known running version.
+    server.vllm_version = info.vllm_version or server.vllm_version
+    server.installed_vllm_version = info.installed_vllm_version or server.installed_vllm_version
+    server.model_ids = [m.id for m in info.models] or server.model_ids
+    lens = [m.max_model_len for m in info.models if m.max_model_len]
+    server.max_model_len = lens[0] if lens else server.max_model_len
+    server.gpu_uuids = info.gpu_uuids
+    server.errors = info.errors
+    if info.chat_template is not None:
+        server.chat_template_source = info.chat_template.source or ""
+        server.chat_template_sha256 = info.chat_template.sha256
+        server.chat_template_size = info.chat_template.size_bytes
+
+
+def _event(server: Server, report: Report, kind: str, wire: WireReport, old: str,
+           new: str) -> ChangeEvent:
+    return ChangeEvent.objects.create(host=server.host, server=server, report=report, kind=kind,
+                                      at=wire.collected_at, old_value=old, new_value=new)
+
+
+def _proc(pid: int, started_at: Any) -> str:
+    return f"pid {pid} started {started_at.isoformat() if started_at else 'unknown'}"
+
+
+def _argv(argv: list[str]) -> str:
+    return " ".join(argv)

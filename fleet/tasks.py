@@ -1,0 +1,64 @@
+"""Periodic fleet maintenance (Celery beat): the evaluation sweep and retention.
+
+Both tasks are idempotent, so they may run twice (acks_late).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import Max, QuerySet
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+
+from fleet.models import GpuSample, MetricSample, Report
+
+log = logging.getLogger(__name__)
+
+#: Reports younger than this are left to their own on-commit enqueue.
+SWEEP_GRACE = timedelta(minutes=2)
+SWEEP_BATCH = 500
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_unevaluated() -> int:
+    """Enqueue evaluation of reports left unevaluated (broker was down). Returns the count."""
+    from audit.tasks import evaluate_report
+
+    cutoff = timezone.now() - SWEEP_GRACE
+    ids = list(Report.objects.filter(evaluated_at=None, received_at__lt=cutoff)
+               .order_by("received_at").values_list("report_id", flat=True)[:SWEEP_BATCH])
+    queued = 0
+    for report_id in ids:
+        try:
+            evaluate_report.delay(str(report_id))
+        except BrokerError as exc:
+            log.warning("broker still unavailable after %d reports: %s", queued, exc)
+            break
+        queued += 1
+    return queued
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def prune_reports() -> dict[str, int]:
+    """Delete raw reports past ``REPORT_RETENTION_HOURS`` unless kept; thin old samples.
+
+    Samples older than the window keep the newest one per server (or GPU) per hour.
+    Returns ``{"reports": n, "metric_samples": n, "gpu_samples": n}`` deleted.
+    """
+    cutoff = timezone.now() - timedelta(hours=settings.REPORT_RETENTION_HOURS)
+    reports, _ = Report.objects.filter(received_at__lt=cutoff, keep=False).delete()
+    return {"reports": reports,
+            "metric_samples": _thin(MetricSample.objects.filter(ts__lt=cutoff), "server_id"),
+            "gpu_samples": _thin(GpuSample.objects.filter(ts__lt=cutoff), "gpu_id")}
+
+
+def _thin(old: QuerySet, owner: str) -> int:
+    keep = (old.annotate(hour=TruncHour("ts")).values(owner, "hour")
+            .annotate(newest=Max("id")).values("newest"))
+    deleted, _ = old.exclude(id__in=keep).delete()
+    return deleted

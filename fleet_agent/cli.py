@@ -1,0 +1,162 @@
+"""``fleet-agent`` command line: enroll, collect [--print], run, status.
+
+Common options (before or after the subcommand): ``--config PATH`` (default
+``/etc/fleet-agent/config.toml``, env ``FLEET_AGENT_CONFIG``), ``--root DIR`` (the
+filesystem root holding ``proc/``, ``etc/machine-id`` and the HF cache; default the
+config's ``root`` or ``/``), ``--gpu-source nvml|none|FILE.json``. Exit codes: 0 ok,
+1 operational failure (enrollment refused), 2 usage or config error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+from fleet_agent import __version__, config, deliver, discovery, procfs, runner
+from fleet_agent.collect import host_info
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=argparse.SUPPRESS,
+                        help="config file (default $FLEET_AGENT_CONFIG or "
+                             f"{config.DEFAULT_CONFIG_PATH})")
+    common.add_argument("--root", default=argparse.SUPPRESS,
+                        help="filesystem root to read proc/, etc/ and caches from (default /)")
+    common.add_argument("--gpu-source", default=argparse.SUPPRESS,
+                        help="nvml (default), none, or a recorded reading FILE.json")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and ``--help``)."""
+    common = _common()
+    parser = argparse.ArgumentParser(prog="fleet-agent", parents=[common],
+                                     description="vLLM Fleet Audit node agent")
+    parser.add_argument("--version", action="version", version=f"fleet-agent {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    enroll = sub.add_parser("enroll", parents=[common], help="exchange a secret for a token")
+    enroll.add_argument("--server", required=True, help="dashboard URL, e.g. https://fleet.example")
+    enroll.add_argument("--secret", help="enrollment secret (default: $FLEET_ENROLL_SECRET)")
+    enroll.add_argument("--interval", type=int, help="collection interval in seconds")
+    enroll.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+    collect = sub.add_parser("collect", parents=[common], help="collect one report")
+    collect.add_argument("--print", action="store_true", dest="print_only",
+                         help="print the report as JSON instead of delivering it")
+    run = sub.add_parser("run", parents=[common], help="collect and deliver every interval")
+    run.add_argument("--cycles", type=int, help=argparse.SUPPRESS)  # tests: stop after N
+    sub.add_parser("status", parents=[common], help="what was found, spool depth, last delivery")
+    return parser
+
+
+def _load_agent(args: argparse.Namespace) -> tuple[runner.Agent, Path]:
+    path = config.config_path(getattr(args, "config", None))
+    cfg = config.load(path)
+    root = Path(getattr(args, "root", None) or cfg.root)
+    gpu_source = getattr(args, "gpu_source", None) or cfg.gpu_source
+    return runner.Agent(config=cfg, root=root, gpu_source=gpu_source), path
+
+
+def cmd_enroll(args: argparse.Namespace) -> int:
+    """Enroll with the dashboard and write the token into the config file (0600)."""
+    agent, path = _load_agent(args)
+    secret = args.secret or os.environ.get("FLEET_ENROLL_SECRET")
+    if not secret:
+        print("enroll: no secret (use --secret or $FLEET_ENROLL_SECRET)", file=sys.stderr)
+        return 2
+    host = host_info(agent.root, agent.config, {})
+    try:
+        token = deliver.enroll(args.server, secret, host["machine_id"], host["hostname"])
+    except RuntimeError as exc:
+        print(f"enroll: {exc}", file=sys.stderr)
+        return 1
+    cfg = agent.config
+    cfg.server_url, cfg.token = args.server, token
+    if args.interval:
+        cfg.interval_s = args.interval
+    for label in args.label:
+        key, _, value = label.partition("=")
+        cfg.labels[key] = value
+    config.save(cfg, path)
+    print(f"enrolled {host['hostname']} ({host['machine_id']}); token written to {path}")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Print one report (``--print``) or collect it and deliver once."""
+    agent, _ = _load_agent(args)
+    if args.print_only:
+        report = agent.build_report(None)
+        print(json.dumps(report.model_dump(mode="json"), indent=1))
+        return 0
+    stop = threading.Event()
+    deliverer = agent.deliverer(stop)
+    try:
+        print(json.dumps(agent.cycle(deliverer), indent=1))
+    finally:
+        if deliverer:
+            deliverer.close()
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Loop until SIGTERM/SIGINT."""
+    agent, path = _load_agent(args)
+    if not (agent.config.server_url and agent.config.token):
+        print(f"run: {path} has no server_url/token; run `fleet-agent enroll` first "
+              "(reports are spooled meanwhile)", file=sys.stderr)
+    stop = threading.Event()
+    runner.install_signal_handlers(stop)
+    return runner.run_forever(agent, stop, max_cycles=args.cycles)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print discovered servers (no HTTP), spool depth and the last outcomes."""
+    agent, path = _load_agent(args)
+    table = procfs.scan(agent.root)
+    servers = discovery.find_servers(table)
+    for server in servers:
+        discovery.inspect(table, server)
+    state = agent.state().read()
+    spool = agent.spool()
+    out = {
+        "config": str(path), "server_url": agent.config.server_url,
+        "enrolled": bool(agent.config.token),
+        "servers_now": [{"pid": s.pid, "base_url": s.base_url, "started_at":
+                         s.started_at.isoformat() if s.started_at else None} for s in servers],
+        "spool_depth": spool.depth(), "spool_dropped": spool.dropped(),
+        "last_collect": state.get("last_collect"), "last_delivery": state.get("last_delivery"),
+    }
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+COMMANDS = {"enroll": cmd_enroll, "collect": cmd_collect, "run": cmd_run, "status": cmd_status}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``fleet-agent`` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    # httpx logs every request at INFO: one line per endpoint per server per cycle is noise.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        return COMMANDS[args.command](args)
+    except config.ConfigError as exc:
+        print(f"fleet-agent: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # e.g. spool or config directory not writable for this user
+        print(f"fleet-agent: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

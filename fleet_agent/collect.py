@@ -1,0 +1,249 @@
+"""One collection cycle: host, GPUs, vLLM servers -> a contract :class:`Report`.
+
+Order of work: scan ``<root>/proc``, inspect each API server (env, cwd, port, container),
+read GPUs (NVML or a recorded reading) and map GPU processes to servers, query each
+server over HTTP, read its installed vLLM version and chat template, then redact
+secrets (argv, env, URLs, error texts) and scrub every secret value seen from every
+string of the report before it is serialised. Nothing here raises for a node problem:
+what cannot be read is None/absent with the reason in ``errors``/``gpu_error``.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from fleet_agent import __version__, discovery, gpus, ondisk, probe, procfs, redact, trim
+from fleet_agent.config import AgentConfig, ServerOverride
+from fleet_agent.schema import MAX_REPORT_BYTES, GpuInfo, Report, ServerInfo
+
+SCHEMA_VERSION = 1
+#: Headroom under the 4 MiB limit: pydantic's JSON differs slightly from the dict measured.
+TRIM_MARGIN_BYTES = 64 * 1024
+#: Servers probed at once; a node rarely runs more than 8 vLLM servers.
+MAX_PROBE_THREADS = 8
+
+
+@dataclass
+class CycleInput:
+    """What a cycle needs: config, filesystem root, GPU source and spool counters."""
+
+    config: AgentConfig
+    root: Path = Path("/")
+    gpu_source: str = "nvml"
+    spool_dropped: int = 0
+    spool_depth: int | None = None
+    probe_http: bool = True
+
+
+@dataclass
+class _ServerWork:
+    proc: discovery.ServerProcess | None
+    override: ServerOverride | None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _read_text(path: Path) -> str | None:
+    data = procfs.read_bytes(path, 64 << 10)
+    return data.decode("utf-8", "replace").strip() if data is not None else None
+
+
+def host_info(root: Path, config: AgentConfig, reading: dict[str, Any]) -> dict[str, Any]:
+    """Host fields of the contract; ``machine_id`` falls back to ``hostname`` when unreadable."""
+    hostname = _read_text(root / "proc/sys/kernel/hostname") or _read_text(root / "etc/hostname")
+    if not hostname and root == Path("/"):
+        hostname = socket.gethostname()
+    hostname = hostname or "unknown"
+    machine_id = _read_text(root / "etc/machine-id") \
+        or _read_text(root / "var/lib/dbus/machine-id") or f"hostname:{hostname}"
+    return {
+        "hostname": hostname[:255], "machine_id": machine_id[:255],
+        "os": _os_release(root),
+        "kernel": _read_text(root / "proc/sys/kernel/osrelease")
+        or (platform.release() if root == Path("/") else None),
+        "nvidia_driver_version": reading.get("driver_version"),
+        "cuda_driver_version": reading.get("cuda_driver_version"),
+        "labels": dict(config.labels),
+    }
+
+
+def _os_release(root: Path) -> str | None:
+    text = _read_text(root / "etc/os-release") or _read_text(root / "usr/lib/os-release")
+    for line in (text or "").splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return line.split("=", 1)[1].strip().strip('"') or None
+    return None
+
+
+def collect(inp: CycleInput) -> Report:
+    """Run one cycle and return the validated, redacted report (may be trimmed to fit)."""
+    found: set[str] = set()
+    table = procfs.scan(inp.root)
+    servers = discovery.find_servers(table)
+    for server in servers:
+        discovery.inspect(table, server)
+    reading = gpus.read_source(inp.gpu_source)
+    owners = gpus.owners(reading.get("processes") or [], table.ancestors,
+                         {s.pid for s in servers})
+    work = _match_overrides(servers, inp.config.servers)
+    # Servers are probed in parallel so that one loading server (5 s read timeout) does not
+    # delay the others; each thread fills only its own item.
+    found_per_item: list[set[str]] = [set() for _ in work]
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_PROBE_THREADS, len(work)))) as pool:
+        entries = list(pool.map(lambda i: _server_entry(inp, work[i], owners, found_per_item[i]),
+                                range(len(work))))
+    for item, data, extra in zip(work, entries, found_per_item, strict=True):
+        item.data = data
+        found |= extra
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "report_id": str(uuid.uuid4()),
+        "collected_at": datetime.now(timezone.utc).isoformat(),
+        "agent": {"version": __version__, "interval_s": inp.config.interval_s,
+                  "spool_dropped": inp.spool_dropped, "spool_depth": inp.spool_depth},
+        "host": host_info(inp.root, inp.config, reading),
+        "gpus": reading.get("gpus") or [],
+        "gpu_error": reading.get("error"),
+        "gpu_processes": reading.get("processes") or [],
+        "servers": [item.data for item in work],
+    }
+    data = redact.scrub(data, found | _config_secrets(inp.config))
+    _sanitize(data)
+    return Report.model_validate(trim.fit(data, MAX_REPORT_BYTES - TRIM_MARGIN_BYTES))
+
+
+def _sanitize(data: dict[str, Any]) -> None:
+    """Make every GPU/server entry valid so one odd value never costs the whole report.
+
+    An invalid GPU is dropped (reason appended to ``gpu_error``); an invalid server field
+    is reset to its default (reason appended to that server's ``errors``).
+    """
+    kept = []
+    for gpu in data["gpus"]:
+        try:
+            kept.append(GpuInfo.model_validate(gpu).model_dump(mode="json"))
+        except ValidationError as exc:
+            note = f"GPU {gpu.get('index')} dropped: {exc.errors()[0]['msg']}"
+            data["gpu_error"] = f"{data['gpu_error']}; {note}" if data["gpu_error"] else note
+    data["gpus"] = kept
+    data["gpu_processes"] = [p for p in data["gpu_processes"] if isinstance(p.get("pid"), int)
+                             and p["pid"] > 0 and p.get("gpu_uuid")]
+    for server in data["servers"]:
+        for _ in range(len(ServerInfo.model_fields)):
+            try:
+                ServerInfo.model_validate(server)
+                break
+            except ValidationError as exc:
+                _reset_fields(server, exc)
+
+
+def _reset_fields(server: dict[str, Any], exc: ValidationError) -> None:
+    for err in exc.errors():
+        name = str(err["loc"][0])
+        field = ServerInfo.model_fields.get(name)
+        if field is None or field.is_required():
+            raise exc  # pid/argv are always valid when built here; a bug, not node data
+        server[name] = field.get_default(call_default_factory=True)
+        server.setdefault("errors", []).append(f"{name} dropped: {err['msg']}")
+
+
+def _config_secrets(config: AgentConfig) -> set[str]:
+    values = {s.api_key for s in config.servers if s.api_key}
+    return values | ({config.token} if config.token else set())
+
+
+def _match_overrides(servers: list[discovery.ServerProcess],
+                     overrides: list[ServerOverride]) -> list[_ServerWork]:
+    work = [_ServerWork(proc=s, override=None) for s in servers]
+    for override in overrides:
+        if override.is_remote:
+            work.append(_ServerWork(proc=None, override=override))
+            continue
+        for item in work:
+            if item.proc and item.override is None and override.matches(item.proc.pid,
+                                                                        item.proc.port):
+                item.override = override
+                break
+    return work
+
+
+def _server_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str]],
+                  found: set[str]) -> dict[str, Any]:
+    proc, override = item.proc, item.override
+    entry = _process_fields(inp.root, proc, owners, found) if proc \
+        else _remote_fields(override, found)
+    if override and override.base_url:
+        entry["base_url"] = override.base_url
+    if override and override.container_image:
+        entry["container_image"] = override.container_image
+    api_key = (override.api_key if override else None) or (_own_api_key(proc) if proc else None)
+    if api_key:
+        found.add(api_key)
+    connect = entry.get("base_url") if override and override.base_url \
+        else (proc.connect_url if proc else None)
+    if inp.probe_http and connect:
+        _apply_probe(entry, probe.probe(connect, api_key))
+    entry["base_url"] = redact.redact_urls(entry["base_url"], found) \
+        if entry.get("base_url") else None
+    entry["errors"] = [redact.redact_text(e, found) for e in entry["errors"]]
+    return entry
+
+
+def _own_api_key(proc: discovery.ServerProcess) -> str | None:
+    """The server's own key (``--api-key`` or env ``VLLM_API_KEY``): used locally, never sent."""
+    key = discovery.option_value(proc.options(), "--api-key")
+    return key or (proc.env or {}).get("VLLM_API_KEY") or None
+
+
+def _process_fields(root: Path, proc: discovery.ServerProcess, owners: dict[int, list[str]],
+                    found: set[str]) -> dict[str, Any]:
+    errors = list(proc.errors)
+    template, template_error = ondisk.chat_template(root, proc)
+    if template_error:
+        errors.append(f"chat template: {template_error}")
+    installed = ondisk.installed_vllm_version(root, proc)
+    if installed is None:
+        errors.append("installed vllm version: no vllm dist-info next to the interpreter")
+    return {
+        "pid": proc.pid,
+        "started_at": proc.started_at.isoformat() if proc.started_at else None,
+        "argv": redact.redact_argv(proc.argv, found) or ["?"],
+        "env": redact.redact_env(proc.env or {}, found),
+        "container_image": proc.container_image,
+        "base_url": proc.base_url,
+        "gpu_uuids": owners.get(proc.pid, []),
+        "installed_vllm_version": installed,
+        "chat_template": vars(template) if template else None,
+        "cwd": proc.cwd,
+        "port": proc.port,
+        "listen_ports": sorted(proc.listen_ports or []),
+        "model_revision": ondisk.model_revision(root, proc),
+        "discovered": True,
+        "errors": errors,
+    }
+
+
+def _remote_fields(override: ServerOverride | None, found: set[str]) -> dict[str, Any]:
+    assert override is not None and override.argv  # guaranteed by config validation
+    return {"pid": override.pid, "argv": redact.redact_argv(override.argv, found),
+            "base_url": override.base_url, "discovered": False,
+            "errors": ["declared in the agent config: no process, env, template or installed "
+                       "version could be read"]}
+
+
+def _apply_probe(entry: dict[str, Any], result: probe.ProbeResult) -> None:
+    entry["vllm_version"] = result.version
+    entry["models"] = result.models
+    if result.metrics_text is not None and result.scraped_at is not None:
+        entry["metrics"] = {"format": "prometheus-text",
+                            "scraped_at": result.scraped_at.isoformat(),
+                            "text": result.metrics_text}
+    entry["errors"].extend(result.errors)

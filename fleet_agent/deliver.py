@@ -1,0 +1,225 @@
+"""Delivering reports to the dashboard: gzip POST, backoff with jitter, spool, replay.
+
+Every new report is spooled first, then the spool is drained oldest-first, so order
+is kept and a crash between collection and delivery loses nothing (the re-sent
+``report_id`` is stored once by the server, ``shared/report-contract.md``).
+
+Outcomes per POST ``/api/v1/reports``:
+* 200/201/202: delivered, file removed;
+* connection error, timeout, 5xx, 429: transient, retried with exponential backoff
+  and jitter within the cycle's time budget (``Retry-After`` honoured), then left in
+  the spool and the drain stops until the next cycle;
+* 401/403: the token is wrong or revoked, not the report: kept in the spool (bounded,
+  oldest dropped) and the drain stops, so a re-enrolled agent still delivers the backlog;
+* any other 4xx (400, 413, 422...): the server's error body is logged and the report
+  dropped, never retried.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+from fleet_agent import __version__
+from fleet_agent.spool import Spool, SpoolEntry
+
+log = logging.getLogger("fleet_agent.deliver")
+
+REPORTS_PATH = "/api/v1/reports"
+ENROLL_PATH = "/api/v1/enroll"
+#: Seconds to establish a connection to the dashboard.
+CONNECT_TIMEOUT_S = 5.0
+#: Seconds to wait for the dashboard's answer (ingest stores and answers 202 quickly).
+READ_TIMEOUT_S = 15.0
+#: Attempts per report within one cycle before leaving it for the next cycle.
+MAX_ATTEMPTS = 3
+#: First backoff delay in seconds; doubles per attempt, times a jitter in [0.5, 1.5).
+BASE_DELAY_S = 1.0
+#: No single wait is longer than this many seconds.
+MAX_DELAY_S = 30.0
+
+
+@dataclass
+class PostResult:
+    """One POST's outcome: ``kind`` is ``delivered``, ``transient``, ``auth`` or ``rejected``."""
+
+    kind: str
+    status: int | None
+    detail: str
+    retry_after_s: float | None = None
+
+
+def gzip_body(data: bytes) -> bytes:
+    """Gzip a JSON body (level 6: the usual size/CPU balance for text)."""
+    return gzip.compress(data, compresslevel=6)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Parse a ``Retry-After`` header (seconds or HTTP date) into seconds >= 0, or None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def make_client() -> httpx.Client:
+    """The dashboard client: explicit timeouts, no proxy surprises from the environment."""
+    return httpx.Client(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+                        headers={"User-Agent": f"fleet-agent/{__version__}"})
+
+
+def post_report(client: httpx.Client, server_url: str, token: str, body_gz: bytes) -> PostResult:
+    """POST one gzipped report and classify the answer (never raises for network errors)."""
+    try:
+        response = client.post(
+            server_url.rstrip("/") + REPORTS_PATH, content=body_gz,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                     "Content-Encoding": "gzip"})
+    except httpx.HTTPError as exc:
+        return PostResult("transient", None, f"{type(exc).__name__}: {exc}")
+    status = response.status_code
+    detail = response.text[:2000]
+    if status in (200, 201, 202):
+        return PostResult("delivered", status, "")
+    if status == 429 or status >= 500:
+        return PostResult("transient", status, detail,
+                          retry_after_seconds(response.headers.get("Retry-After")))
+    if status in (401, 403):
+        return PostResult("auth", status, detail)
+    return PostResult("rejected", status, detail)
+
+
+def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
+    """Delay before attempt ``attempt + 1`` (seconds): ``BASE * 2**attempt * U[0.5, 1.5)``."""
+    rng = rng or random.Random()
+    return min(MAX_DELAY_S, BASE_DELAY_S * (2 ** attempt) * (0.5 + rng.random()))
+
+
+class Deliverer:
+    """Drains a :class:`Spool` to the dashboard; ``stop`` interrupts backoff waits."""
+
+    def __init__(self, spool: Spool, server_url: str, token: str,
+                 stop: threading.Event | None = None, client: httpx.Client | None = None):
+        self.spool = spool
+        self.server_url = server_url
+        self.token = token
+        self.stop = stop or threading.Event()
+        self.client = client or make_client()
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self.client.close()
+
+    def drain(self, budget_s: float) -> dict[str, int | str | None]:
+        """Send spooled reports oldest-first for at most ``budget_s`` seconds.
+
+        Returns ``{"delivered", "rejected", "pending", "outcome", "status", "detail"}``
+        and records the last outcome in the state file.
+        """
+        deadline = time.monotonic() + budget_s
+        counts = {"delivered": 0, "rejected": 0}
+        last: PostResult | None = None
+        not_before = self.spool.state.read().get("not_before", 0)
+        if isinstance(not_before, int | float) and time.time() < not_before:
+            # the dashboard asked (Retry-After) for a pause longer than one cycle
+            return {**counts, "pending": self.spool.depth(), "outcome": "waiting",
+                    "status": None, "detail": f"Retry-After until {not_before:.0f}"}
+        for entry in self.spool.entries():
+            if self.stop.is_set():
+                break
+            last = self._send_one(entry, deadline)
+            if last.kind == "delivered":
+                counts["delivered"] += 1
+            elif last.kind == "rejected":
+                counts["rejected"] += 1
+            else:
+                break  # transient or auth: keep the rest in order for the next cycle
+        summary = {**counts, "pending": self.spool.depth(),
+                   "outcome": last.kind if last else "idle",
+                   "status": last.status if last else None,
+                   "detail": last.detail[:500] if last else None}
+        self.spool.state.update(last_delivery={**summary,
+                                               "at": datetime.now(timezone.utc).isoformat()})
+        return summary
+
+    def _send_one(self, entry: SpoolEntry, deadline: float) -> PostResult:
+        body = self.spool.read(entry)
+        if body is None:
+            return PostResult("delivered", None, "already gone")
+        result = PostResult("transient", None, "not attempted")
+        for attempt in range(MAX_ATTEMPTS):
+            result = post_report(self.client, self.server_url, self.token, body)
+            if result.kind in ("delivered", "rejected"):
+                self._finish(entry, result)
+                return result
+            if result.kind == "auth":
+                log.error("dashboard refused the token (HTTP %s): %s; keeping %s in the spool",
+                          result.status, result.detail, entry.report_id)
+                return result
+            delay = result.retry_after_s if result.retry_after_s is not None \
+                else backoff_delay(attempt)
+            if time.monotonic() + delay > deadline:
+                if result.retry_after_s is not None:
+                    self.spool.state.update(not_before=time.time() + result.retry_after_s)
+                break
+            if attempt + 1 >= MAX_ATTEMPTS:
+                break
+            log.warning("delivery of %s failed (%s %s); retrying in %.1fs", entry.report_id,
+                        result.status or "", result.detail[:200], delay)
+            if self.stop.wait(delay):
+                break
+        return result
+
+    def _finish(self, entry: SpoolEntry, result: PostResult) -> None:
+        if result.kind == "rejected":
+            log.error("dashboard rejected report %s with HTTP %s: %s; dropping it",
+                      entry.report_id, result.status, result.detail)
+        self.spool.remove(entry)
+
+
+def enroll(server_url: str, secret: str, machine_id: str, hostname: str,
+           client: httpx.Client | None = None) -> str:
+    """Exchange an enrollment secret for a host token (``POST /api/v1/enroll``).
+
+    Returns the token. Raises ``RuntimeError`` with the server's answer when refused
+    or unreachable.
+    """
+    own = client is None
+    client = client or make_client()
+    try:
+        response = client.post(server_url.rstrip("/") + ENROLL_PATH,
+                               json={"secret": secret, "machine_id": machine_id,
+                                     "hostname": hostname})
+    except httpx.HTTPError as exc:
+        raise RuntimeError(f"enrollment failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if own:
+            client.close()
+    if response.status_code not in (200, 201):
+        raise RuntimeError(f"enrollment refused: HTTP {response.status_code}: "
+                           f"{response.text[:500]}")
+    try:
+        body = response.json()
+    except json.JSONDecodeError as exc:
+        raise RuntimeError("enrollment answer is not JSON") from exc
+    token = body.get("token") or body.get("host_token") if isinstance(body, dict) else None
+    if not isinstance(token, str) or not token:
+        raise RuntimeError(f"enrollment answer has no token: {sorted(body)[:10]}")
+    return token

@@ -1,0 +1,253 @@
+"""Finding vLLM API-server processes and where they listen.
+
+Launch forms and child processes: ``shared/reference/vllm-facts.md`` sections 3.1-3.3.
+A server is a process whose argv is ``<python> <bin>/vllm serve ...`` (console script),
+``vllm serve ...``, ``<python> -m vllm.entrypoints.openai.api_server ...`` or
+``<python> -m vllm.entrypoints.cli.main serve ...``, that is not a setproctitle child
+(``VLLM::EngineCore``, ``VLLM::Worker_TP0``, ``VLLM::APIServer_1``), not a
+multiprocessing spawn stub or resource tracker, and whose ancestors are not servers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+
+from fleet_agent import procfs
+
+#: vLLM's default ``--port`` (vllm-facts.md 3.3, ``cli_args.py::FrontendArgs``).
+DEFAULT_PORT = 8000
+
+_PYTHON = re.compile(r"^(python|pypy)[0-9.]*$")
+# setproctitle titles such as VLLM::EngineCore (the prefix is configurable, so any word).
+_TITLE = re.compile(r"^[A-Za-z0-9_]+::")
+_API_MODULES = ("vllm.entrypoints.openai.api_server",)
+_CLI_MODULES = ("vllm.entrypoints.cli.main",)
+_CGROUP_ID = re.compile(
+    r"(?:docker[-/]|containerd[-/]|cri-containerd-|crio-|libpod-)([0-9a-f]{64})")
+
+
+@dataclass
+class ServerProcess:
+    """A discovered API server. ``argv`` is raw (unredacted): redact before sending."""
+
+    pid: int
+    argv: list[str]
+    serve_index: int  # index in argv of the first word after ``serve`` / the module name
+    started_at: datetime | None = None
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    exe: str | None = None
+    port: int | None = None
+    host: str | None = None
+    uds: str | None = None
+    listen_ports: set[int] | None = None
+    container_id: str | None = None
+    container_image: str | None = None
+    base_url: str | None = None
+    connect_url: str | None = None  # where the agent connects (--uds through proc/PID/root)
+    errors: list[str] = field(default_factory=list)
+
+    def options(self) -> list[str]:
+        """The vLLM arguments (after ``serve`` / the module name)."""
+        return self.argv[self.serve_index:]
+
+
+def server_args_start(argv: list[str]) -> int | None:
+    """Index of the first vLLM argument when ``argv`` launches an API server, else None."""
+    if not argv or _TITLE.match(argv[0]) or "--multiprocessing-fork" in argv:
+        return None
+    first = PurePosixPath(argv[0]).name
+    if first == "vllm":
+        return 2 if argv[1:2] == ["serve"] else None
+    if not _PYTHON.match(first):
+        return None
+    return _python_args_start(argv)
+
+
+def _python_args_start(argv: list[str]) -> int | None:
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "-m" and i + 1 < len(argv):
+            module = argv[i + 1]
+            if module in _API_MODULES:
+                return i + 2
+            if module in _CLI_MODULES and argv[i + 2:i + 3] == ["serve"]:
+                return i + 3
+            return None
+        if word == "-c":
+            return None  # spawn stubs and resource trackers run code strings
+        if not word.startswith("-"):
+            # the script: <bin>/vllm serve (console script run by its interpreter)
+            if PurePosixPath(word).name == "vllm" and argv[i + 1:i + 2] == ["serve"]:
+                return i + 2
+            return None
+        i += 2 if word in ("-W", "-X") else 1
+    return None
+
+
+def option_value(args: list[str], *names: str) -> str | None:
+    """Last value of ``--name value`` / ``--name=value`` (dash/underscore spellings alike)."""
+    wanted = {n.replace("_", "-") for n in names}
+    value: str | None = None
+    for i, word in enumerate(args):
+        flag, eq, rest = word.partition("=")
+        if flag.replace("_", "-") not in wanted:
+            continue
+        if eq:
+            value = rest
+        elif i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def positional_model(args: list[str]) -> str | None:
+    """``vllm serve MODEL``: the model tag when it is the first argument."""
+    if args and not args[0].startswith("-"):
+        return args[0]
+    return None
+
+
+def find_servers(table: procfs.ProcTable) -> list[ServerProcess]:
+    """API servers in ``table``, sorted by pid; children of servers are skipped."""
+    candidates: dict[int, int] = {}
+    for pid, info in table.procs.items():
+        start = server_args_start(info.argv)
+        if start is not None and not _TITLE.match(info.comm or ""):
+            candidates[pid] = start
+    servers = []
+    for pid in sorted(candidates):
+        if any(parent in candidates for parent in table.ancestors(pid)):
+            continue
+        servers.append(ServerProcess(pid=pid, argv=table.procs[pid].argv,
+                                     serve_index=candidates[pid],
+                                     started_at=table.started_at(pid)))
+    return servers
+
+
+def inspect(table: procfs.ProcTable, server: ServerProcess) -> None:
+    """Fill env, cwd, exe, container, port/host/uds and ``base_url`` of ``server`` in place."""
+    pdir = table.proc_dir(server.pid)
+    server.env = procfs.read_environ(pdir)
+    if server.env is None:
+        server.errors.append("environ not readable (needs CAP_SYS_PTRACE or the same user)")
+    server.cwd = procfs.read_link(pdir / "cwd")
+    server.exe = procfs.read_link(pdir / "exe")
+    _read_container(table.root, server)
+    _read_endpoint(table, server)
+
+
+def _read_endpoint(table: procfs.ProcTable, server: ServerProcess) -> None:
+    args = server.options()
+    server.uds = option_value(args, "--uds")
+    server.host = option_value(args, "--host")
+    port_text = option_value(args, "--port")
+    if port_text is None and option_value(args, "--config"):
+        port_text = _yaml_scalar(table, server, "port")
+        server.host = server.host or _yaml_scalar(table, server, "host")
+    try:
+        server.port = int(port_text) if port_text else DEFAULT_PORT
+    except ValueError:
+        server.errors.append(f"--port {port_text!r} is not a number; assuming {DEFAULT_PORT}")
+        server.port = DEFAULT_PORT
+    if server.uds:
+        server.base_url = f"unix:{server.uds}"
+        host_paths = resolve_in_process(table.root, server, server.uds)
+        # AF_UNIX paths are limited to 107 bytes; fall back to the path as the process sees it.
+        usable = [p for p in host_paths if len(str(p)) < 108 and p.exists()]
+        server.connect_url = f"unix:{usable[0] if usable else server.uds}"
+        return
+    server.listen_ports = procfs.listening_ports(table.proc_dir(server.pid))
+    if server.listen_ports is not None and server.port not in server.listen_ports:
+        server.errors.append(
+            f"port {server.port} from argv is not listening (listening: "
+            f"{sorted(server.listen_ports) or 'none'}; still loading, or port set elsewhere)")
+    server.base_url = f"http://{_connect_host(server.host)}:{_published_port(table, server)}"
+    server.connect_url = server.base_url
+
+
+def _connect_host(host: str | None) -> str:
+    if not host or host in ("0.0.0.0", "::", "[::]"):  # noqa: S104 - wildcard binds
+        return "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host
+
+
+def _yaml_scalar(table: procfs.ProcTable, server: ServerProcess, key: str) -> str | None:
+    """``key: value`` from the ``--config`` YAML (top-level scalars only; no YAML library)."""
+    path = option_value(server.options(), "--config") or ""
+    data = read_in_process(table.root, server, path, limit=1 << 20)
+    if data is None:
+        return None
+    for line in data.decode("utf-8", "replace").splitlines():
+        match = re.match(rf"^{key}\s*:\s*['\"]?([^'\"#\s]+)", line)
+        if match:
+            return match.group(1)
+    return None
+
+
+def resolve_in_process(root: Path, server: ServerProcess, path: str) -> list[Path]:
+    """Candidate host paths for a path the process would open (relative to its cwd)."""
+    pid_root = root / "proc" / str(server.pid)
+    if path.startswith("/"):
+        return [procfs.in_namespace(root, server.pid, path)]
+    out = []
+    if server.cwd and server.cwd.startswith("/"):
+        out.append(procfs.in_namespace(root, server.pid, f"{server.cwd}/{path}"))
+    out.append(pid_root / "cwd" / path)
+    return out
+
+
+def read_in_process(root: Path, server: ServerProcess, path: str,
+                    limit: int = 8 << 20) -> bytes | None:
+    """Read a file as the process would see it; None when no candidate is readable."""
+    for candidate in resolve_in_process(root, server, path):
+        data = procfs.read_bytes(candidate, limit)
+        if data is not None:
+            return data
+    return None
+
+
+def _read_container(root: Path, server: ServerProcess) -> None:
+    cgroup = procfs.read_bytes(root / "proc" / str(server.pid) / "cgroup")
+    if cgroup is None:
+        return
+    match = _CGROUP_ID.search(cgroup.decode("utf-8", "replace"))
+    if not match:
+        return
+    server.container_id = match.group(1)
+    config = _docker_config(root, server.container_id)
+    if config:
+        image = (config.get("Config") or {}).get("Image")
+        server.container_image = image if isinstance(image, str) else None
+
+
+def _docker_config(root: Path, container_id: str) -> dict | None:
+    path = root / "var/lib/docker/containers" / container_id / "config.v2.json"
+    data = procfs.read_bytes(path, limit=8 << 20)
+    if data is None:
+        return None
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _published_port(table: procfs.ProcTable, server: ServerProcess) -> int:
+    """The host port Docker publishes for the container port, else the port itself."""
+    port = server.port or DEFAULT_PORT
+    if not server.container_id:
+        return port
+    config = _docker_config(table.root, server.container_id) or {}
+    bindings = ((config.get("NetworkSettings") or {}).get("Ports") or {}).get(f"{port}/tcp")
+    for binding in bindings or []:
+        host_port = (binding or {}).get("HostPort")
+        if host_port and str(host_port).isdigit():
+            return int(host_port)
+    return port

@@ -1,0 +1,149 @@
+#!/bin/sh
+# fleet-agent installer (POSIX sh). The dashboard serves it at GET /agent/install.sh with
+# the placeholders filled by fleet_agent.installer.render_install_script():
+#   __SITE_URL__     the dashboard's base URL, e.g. https://fleet.example.com
+#   __AGENT_WHEEL__  the agent wheel's file name, served at $SITE_URL/agent/dist/<wheel>
+#
+# Install (the "add host" page shows this line with a fresh enrollment secret):
+#   curl -fsSL https://fleet.example.com/agent/install.sh | sudo FLEET_ENROLL_SECRET=... sh
+# The secret travels in the environment, not in argv (argv is world-readable in /proc).
+#
+# Uninstall:
+#   curl -fsSL https://fleet.example.com/agent/install.sh | sudo sh -s -- --uninstall
+# or by hand: systemctl disable --now fleet-agent; rm -f /etc/systemd/system/fleet-agent.service;
+#   rm -rf /opt/fleet-agent /etc/fleet-agent /var/lib/fleet-agent; userdel fleet-agent
+# (then revoke the host's token on the dashboard's Settings page).
+#
+# What it does: creates the system user `fleet-agent`, a venv in /opt/fleet-agent, installs
+# the agent wheel from the dashboard (its dependencies httpx, pydantic, nvidia-ml-py come
+# from the package index), enrolls (writes /etc/fleet-agent/config.toml, mode 0600, owned
+# by fleet-agent), installs and starts fleet-agent.service.
+#
+# Why the service has capabilities: the agent runs as the unprivileged user fleet-agent,
+# but vLLM servers run as other users or in containers. Reading /proc/<pid>/environ
+# (HF_HOME, HF_HUB_CACHE), /proc/<pid>/fd, /proc/<pid>/cwd and /proc/<pid>/root (the
+# container's files: chat template, installed vllm dist-info) requires ptrace-read access
+# to that process (proc(5), PTRACE_MODE_READ_FSCREDS): CAP_SYS_PTRACE grants it.
+# CAP_DAC_READ_SEARCH lets it read the HF cache in other users' homes and
+# /var/lib/docker/containers/*/config.v2.json (image name, published ports) whatever
+# their modes. Both are ambient capabilities of the service only; the agent never writes
+# outside /var/lib/fleet-agent. /proc mounted with hidepid=2 also needs the user added
+# to the gid= group of that mount. NVML needs read/write on /dev/nvidia* (mode 0666 by
+# default on NVIDIA driver installs).
+#
+# Test hooks: PREFIX=/tmp/x writes files under that root; DRY_RUN=1 prints the commands
+# that change the system (useradd, venv, pip, enroll, systemctl) instead of running them.
+# Overrides: PYTHON (default python3), FLEET_AGENT_INTERVAL (seconds, default 30).
+set -eu
+
+SITE_URL="${FLEET_SITE_URL:-__SITE_URL__}"
+WHEEL="${FLEET_AGENT_WHEEL:-__AGENT_WHEEL__}"
+PREFIX="${PREFIX:-}"
+DRY_RUN="${DRY_RUN:-0}"
+PYTHON="${PYTHON:-python3}"
+INTERVAL="${FLEET_AGENT_INTERVAL:-30}"
+AGENT_USER=fleet-agent
+VENV=/opt/fleet-agent
+CONF=/etc/fleet-agent/config.toml
+STATE=/var/lib/fleet-agent
+UNIT=/etc/systemd/system/fleet-agent.service
+
+say() { printf 'fleet-agent install: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# Run a command that changes the system, or print it under DRY_RUN=1.
+run() {
+    if [ "$DRY_RUN" = 1 ]; then
+        printf '+ %s\n' "$*"
+    else
+        "$@"
+    fi
+}
+
+write_unit() {
+    mkdir -p "$PREFIX/etc/systemd/system"
+    cat > "$PREFIX$UNIT" <<EOF
+[Unit]
+Description=vLLM Fleet Audit node agent
+Documentation=$SITE_URL/agent/
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=simple
+User=$AGENT_USER
+Group=$AGENT_USER
+ExecStart=$VENV/bin/fleet-agent run --config $CONF
+Restart=always
+RestartSec=10
+KillSignal=SIGTERM
+TimeoutStopSec=30
+# ptrace-read on other users' /proc/<pid>/{environ,root,cwd,fd}; read any HF cache file.
+AmbientCapabilities=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH
+CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH
+NoNewPrivileges=true
+ProtectSystem=strict
+ProtectHome=read-only
+ReadWritePaths=$STATE
+PrivateTmp=true
+
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+
+uninstall() {
+    run systemctl disable --now fleet-agent.service || true
+    rm -f "$PREFIX$UNIT"
+    run systemctl daemon-reload || true
+    rm -rf "$PREFIX$VENV" "$PREFIX/etc/fleet-agent" "$PREFIX$STATE"
+    run userdel "$AGENT_USER" || true
+    say "removed; revoke this host's token on the dashboard"
+}
+
+preflight() {
+    case "$SITE_URL" in
+        __*|"") die "this script was served without its site URL; download it from the dashboard" ;;
+    esac
+    case "$WHEEL" in
+        *.whl) ;;
+        *) die "no agent wheel name in this script; download it from the dashboard" ;;
+    esac
+    [ -n "${FLEET_ENROLL_SECRET:-}" ] || die "set FLEET_ENROLL_SECRET (shown on the add-host page)"
+    if [ "$DRY_RUN" != 1 ] && [ "$(id -u)" -ne 0 ]; then
+        die "run as root (sudo)"
+    fi
+    command -v "$PYTHON" >/dev/null 2>&1 || [ "$DRY_RUN" = 1 ] || die "$PYTHON not found"
+}
+
+install_agent() {
+    if ! id "$AGENT_USER" >/dev/null 2>&1; then
+        run useradd --system --home-dir "$STATE" --shell /usr/sbin/nologin "$AGENT_USER"
+    fi
+    mkdir -p "$PREFIX$STATE/spool" "$PREFIX/etc/fleet-agent"
+    run "$PYTHON" -m venv "$VENV"
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' EXIT
+    run curl -fsSL -o "$tmp/$WHEEL" "$SITE_URL/agent/dist/$WHEEL"
+    run "$VENV/bin/pip" install --quiet --upgrade "$tmp/$WHEEL"
+    # The secret stays in the environment of this one command (FLEET_ENROLL_SECRET).
+    run "$VENV/bin/fleet-agent" enroll --server "$SITE_URL" --config "$CONF" \
+        --interval "$INTERVAL"
+    run chown -R "$AGENT_USER:$AGENT_USER" "$STATE" "/etc/fleet-agent"
+    write_unit
+    run systemctl daemon-reload
+    run systemctl enable --now fleet-agent.service
+    say "installed; check with: systemctl status fleet-agent; $VENV/bin/fleet-agent status --config $CONF"
+}
+
+# A dry run writes files only under a scratch root, never into the real /etc.
+if [ "$DRY_RUN" = 1 ] && [ -z "$PREFIX" ]; then
+    die "DRY_RUN=1 needs PREFIX=<scratch directory>"
+fi
+
+if [ "${1:-}" = "--uninstall" ]; then
+    uninstall
+else
+    preflight
+    install_agent
+fi

@@ -1,0 +1,42 @@
+"""The one-line installer the dashboard serves at ``GET /agent/install.sh``.
+
+The dashboard calls :func:`render_install_script` with its own URL and the wheel it
+serves at ``/agent/dist/<wheel>``; the values are checked so that nothing an admin
+typed can inject shell code into a script that runs as root.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+_SITE_URL = re.compile(r"^https?://[A-Za-z0-9.\-]+(:\d{1,5})?(/[A-Za-z0-9._~\-/]*)?$")
+_WHEEL = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.+!]+(-[A-Za-z0-9_.]+){2,3}\.whl$")
+
+
+def install_script_template() -> str:
+    """The raw ``install.sh`` shipped as package data (placeholders unfilled)."""
+    return resources.files("fleet_agent").joinpath("install.sh").read_text(encoding="utf-8")
+
+
+def render_install_script(site_url: str, wheel_name: str) -> str:
+    """``install.sh`` with ``__SITE_URL__`` and ``__AGENT_WHEEL__`` filled.
+
+    ``site_url``: ``http(s)://host[:port][/path]`` without quotes, spaces or query;
+    ``wheel_name``: a PEP 427 file name. Raises ``ValueError`` naming the bad value.
+    """
+    site_url = site_url.rstrip("/")
+    if not _SITE_URL.match(site_url):
+        raise ValueError(f"site URL not usable in the install script: {site_url!r}")
+    if not _WHEEL.match(wheel_name):
+        raise ValueError(f"not a wheel file name: {wheel_name!r}")
+    text = install_script_template()
+    return text.replace("__SITE_URL__", site_url).replace("__AGENT_WHEEL__", wheel_name)
+
+
+def one_liner(site_url: str, secret: str) -> str:
+    """The command the "add host" page shows (the secret is passed in the environment)."""
+    if not re.fullmatch(r"[A-Za-z0-9_\-.~]+", secret):
+        raise ValueError("enrollment secret must be URL-safe characters only")
+    return (f"curl -fsSL {site_url.rstrip('/')}/agent/install.sh | "
+            f"sudo FLEET_ENROLL_SECRET={secret} sh")

@@ -1,0 +1,110 @@
+"""The agent's cycle (collect, spool, deliver) and the ``run`` loop with clean shutdown."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from fleet_agent import collect, deliver
+from fleet_agent.config import AgentConfig
+from fleet_agent.schema import Report
+from fleet_agent.spool import Spool, StateFile
+
+log = logging.getLogger("fleet_agent")
+
+
+@dataclass
+class Agent:
+    """Config plus the hooks (``root``, ``gpu_source``) a cycle runs with."""
+
+    config: AgentConfig
+    root: Path
+    gpu_source: str
+
+    def state(self) -> StateFile:
+        """The state file next to the spool."""
+        return StateFile(self.config.state_path)
+
+    def spool(self) -> Spool:
+        """The spool with the configured bounds."""
+        return Spool(Path(self.config.spool_dir), self.config.spool_max_reports,
+                     self.config.spool_max_bytes, self.state())
+
+    def build_report(self, spool: Spool | None = None) -> Report:
+        """Collect one report; spool counters are included when a spool is given."""
+        inp = collect.CycleInput(config=self.config, root=self.root, gpu_source=self.gpu_source,
+                                 spool_dropped=spool.dropped() if spool else 0,
+                                 spool_depth=spool.depth() if spool else None)
+        return collect.collect(inp)
+
+    def cycle(self, deliverer: deliver.Deliverer | None) -> dict[str, Any]:
+        """Collect, spool and drain once. Returns the drain summary (or a no-server note)."""
+        spool = self.spool()
+        report = self.build_report(spool)
+        body = report.model_dump_json(exclude_none=False).encode("utf-8")
+        spool.put(str(report.report_id), deliver.gzip_body(body))
+        log.info("spooled report %s (%d servers, %d bytes)", report.report_id,
+                 len(report.servers), len(body))
+        self.state().update(last_collect=summarize(report))
+        if deliverer is None:
+            return {"outcome": "no server_url/token configured", "pending": spool.depth()}
+        return deliverer.drain(budget_s=max(1.0, self.config.interval_s * 0.8))
+
+    def deliverer(self, stop: threading.Event) -> deliver.Deliverer | None:
+        """A deliverer when the config has a server URL and a token."""
+        if not (self.config.server_url and self.config.token):
+            return None
+        return deliver.Deliverer(self.spool(), self.config.server_url, self.config.token, stop)
+
+
+def summarize(report: Report) -> dict[str, Any]:
+    """A short description of a report for ``status`` (no argv, no metrics)."""
+    return {
+        "at": report.collected_at.isoformat(),
+        "report_id": str(report.report_id),
+        "gpus": len(report.gpus),
+        "gpu_error": report.gpu_error,
+        "servers": [{"pid": s.pid, "base_url": s.base_url, "vllm_version": s.vllm_version,
+                     "installed_vllm_version": s.installed_vllm_version,
+                     "models": [m.id for m in s.models], "errors": len(s.errors)}
+                    for s in report.servers],
+    }
+
+
+def install_signal_handlers(stop: threading.Event) -> None:
+    """SIGTERM/SIGINT set ``stop``: the loop finishes (or abandons) the current call and exits."""
+    def handler(signum: int, _frame: Any) -> None:
+        log.info("signal %s: stopping after the current step", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def run_forever(agent: Agent, stop: threading.Event, max_cycles: int | None = None) -> int:
+    """Cycle every ``interval_s`` seconds until ``stop`` is set; the spool stays on disk."""
+    deliverer = agent.deliverer(stop)
+    cycles = 0
+    try:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                summary = agent.cycle(deliverer)
+                log.info("cycle done: %s", summary)
+            except Exception:  # one bad cycle must not end the agent
+                log.exception("cycle failed")
+                agent.state().update(last_error=datetime.now(timezone.utc).isoformat())
+            cycles += 1
+            if max_cycles is not None and cycles >= max_cycles:
+                break
+            stop.wait(max(0.0, agent.config.interval_s - (time.monotonic() - started)))
+    finally:
+        if deliverer is not None:
+            deliverer.close()
+    return 0

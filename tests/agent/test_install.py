@@ -1,0 +1,97 @@
+"""The install script: POSIX syntax, a dry run in a temporary root, rendering safety."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet_agent import installer
+
+WHEEL = "vllm_fleet_agent-0.1.0-py3-none-any.whl"
+
+
+def _render(tmp_path: Path) -> Path:
+    script = tmp_path / "install.sh"
+    script.write_text(installer.render_install_script("https://fleet.example.com/", WHEEL))
+    return script
+
+
+@pytest.mark.parametrize("shell", ["sh", "dash", "bash"])
+def test_the_script_parses_as_posix_sh(shell: str, tmp_path: Path) -> None:
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} not installed")
+    subprocess.run([shell, "-n", str(_render(tmp_path))], check=True)
+
+
+def _dry_run(tmp_path: Path, *args: str, secret: str | None = "s3cret-value",  # noqa: S107 - test value
+             ) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "PREFIX": str(tmp_path / "root"), "DRY_RUN": "1"}
+    if secret:
+        env["FLEET_ENROLL_SECRET"] = secret
+    return subprocess.run(["sh", str(_render(tmp_path)), *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_a_dry_run_installs_the_wheel_from_the_dashboard_and_writes_the_unit(tmp_path):
+    out = _dry_run(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert ("+ curl -fsSL -o" in out.stdout
+            and f"https://fleet.example.com/agent/dist/{WHEEL}" in out.stdout)
+    assert "+ /opt/fleet-agent/bin/fleet-agent enroll --server https://fleet.example.com" \
+        in out.stdout
+    assert "+ systemctl enable --now fleet-agent.service" in out.stdout
+    assert "s3cret-value" not in out.stdout + out.stderr
+    unit = (tmp_path / "root/etc/systemd/system/fleet-agent.service").read_text()
+    assert "User=fleet-agent" in unit
+    assert "AmbientCapabilities=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH" in unit
+    assert "ExecStart=/opt/fleet-agent/bin/fleet-agent run --config /etc/fleet-agent/config.toml" \
+        in unit
+    assert (tmp_path / "root/var/lib/fleet-agent/spool").is_dir()
+
+
+def test_it_refuses_to_run_without_an_enrollment_secret(tmp_path):
+    out = _dry_run(tmp_path, secret=None)
+    assert out.returncode == 1 and "FLEET_ENROLL_SECRET" in out.stderr
+
+
+def test_uninstall_removes_what_install_wrote(tmp_path):
+    assert _dry_run(tmp_path).returncode == 0
+    out = _dry_run(tmp_path, "--uninstall", secret=None)
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "root/etc/systemd/system/fleet-agent.service").exists()
+    assert not (tmp_path / "root/var/lib/fleet-agent").exists()
+    assert "+ systemctl disable --now fleet-agent.service" in out.stdout
+
+
+def test_an_unfilled_template_refuses_to_run(tmp_path):
+    script = tmp_path / "raw.sh"
+    script.write_text(installer.install_script_template())
+    out = subprocess.run(["sh", str(script)], env={"PATH": os.environ["PATH"], "DRY_RUN": "1",
+                                                   "PREFIX": str(tmp_path / "r"),
+                                                   "FLEET_ENROLL_SECRET": "x"},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "site URL" in out.stderr
+
+
+def test_a_dry_run_without_a_scratch_root_refuses(tmp_path):
+    out = subprocess.run(["sh", str(_render(tmp_path))], env={"PATH": os.environ["PATH"],
+                                                              "DRY_RUN": "1"},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "PREFIX" in out.stderr
+
+
+@pytest.mark.parametrize("url", ["https://x.example/$(reboot)", "https://a b", "ftp://x",
+                                 "https://x.example/'; rm -rf /"])
+def test_rendering_rejects_urls_that_could_inject_shell(url):
+    with pytest.raises(ValueError):
+        installer.render_install_script(url, WHEEL)
+
+
+def test_the_one_liner_passes_the_secret_in_the_environment():
+    line = installer.one_liner("https://fleet.example.com", "abc-123")
+    assert line == ("curl -fsSL https://fleet.example.com/agent/install.sh | "
+                    "sudo FLEET_ENROLL_SECRET=abc-123 sh")

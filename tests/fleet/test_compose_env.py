@@ -1,0 +1,44 @@
+"""docker-compose.yml and .env.example stay in step with the settings (no Docker here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_SERVICES = ("web", "worker", "beat")
+
+
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_compose_runs_db_redis_web_worker_and_beat_with_health_checks():
+    services = compose()["services"]
+    assert set(services) >= {"db", "redis", "web", "worker", "beat"}
+    for name, service in services.items():
+        assert service.get("healthcheck", {}).get("test"), f"{name} has no health check"
+
+
+def test_web_worker_and_beat_share_one_image_and_wait_for_healthy_services():
+    services = compose()["services"]
+    assert len({services[name]["image"] for name in APP_SERVICES}) == 1
+    for name in APP_SERVICES:
+        depends = services[name]["depends_on"]
+        assert depends["db"]["condition"] == depends["redis"]["condition"] == "service_healthy"
+    assert "gunicorn" in services["web"]["command"]
+    assert "worker" in services["worker"]["command"] and "beat" in services["beat"]["command"]
+
+
+def test_every_variable_compose_sets_for_the_app_is_one_the_settings_read():
+    for name in APP_SERVICES:
+        unknown = set(compose()["services"][name]["environment"]) - set(settings.ENV_VARS_READ)
+        assert not unknown, f"{name} sets variables the settings never read: {unknown}"
+
+
+def test_env_example_lists_exactly_the_variables_the_settings_read():
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    listed = {line.split("=", 1)[0] for line in lines if line and not line.startswith("#")}
+    assert listed == set(settings.ENV_VARS_READ)
