@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from functools import partial
 
-from celery import Celery, shared_task
+from celery import Celery, Task, shared_task
 from django.core.cache import cache
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
@@ -91,7 +91,7 @@ def dispatch_events(min_age_s: float | None = None) -> int:
 @shared_task(bind=True, name="alerts.send_delivery", acks_late=True, ignore_result=True,
              max_retries=None, soft_time_limit=SEND_SOFT_TIME_LIMIT_S,
              time_limit=SEND_TIME_LIMIT_S)
-def send_delivery(self, delivery_id: int) -> str:  # noqa: ANN001 - Celery's bound task
+def send_delivery(self: Task, delivery_id: int) -> str:
     """Send delivery ``delivery_id``; returns the outcome (sent, skipped, permanent,
     failed). Transient failures raise ``Retry`` with the backoff countdown."""
     result = alert_sending.send(delivery_id, ceiling_s=retry_ceiling_s(self.app))

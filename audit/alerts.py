@@ -118,9 +118,11 @@ def is_muted(finding: Finding | None, at: datetime) -> bool:
         finding.status in (Finding.Status.SILENCED, Finding.Status.RESOLVED))
 
 
-def _ref(rule_id: str, title: str, severity: str, rules: dict[str, Rule],
+def _ref(rule_id: str, title: str, severity: str, rules: dict[str, Rule | None],
          finding: Finding | None = None) -> FindingRef:
-    rule = rules.get(rule_id)
+    if rule_id not in rules:  # e.g. a ceiling finding the event payload did not name
+        rules[rule_id] = Rule.objects.filter(rule_id=rule_id).first()
+    rule = rules[rule_id]
     remediation = (finding.remediation if finding else "") or (rule.remediation if rule else "")
     return FindingRef(rule_id=rule_id, title=title or (rule.title if rule else rule_id),
                       severity=severity, fixed_in=(rule.fixed_in if rule else "") or "",
@@ -131,7 +133,7 @@ def _server_name(event: FindingEvent) -> str:
     return event.server.identity if event.server_id else ""
 
 
-def _finding_route(event: FindingEvent, rules: dict[str, Rule]) -> Routed | None:
+def _finding_route(event: FindingEvent, rules: dict[str, Rule | None]) -> Routed | None:
     finding = event.finding
     if finding is None or is_muted(finding, event.at):
         return None
@@ -155,7 +157,7 @@ def _finding_route(event: FindingEvent, rules: dict[str, Rule]) -> Routed | None
     return Routed(event, trigger, severity, key, item)
 
 
-def _opened_trigger(finding: Finding, rules: dict[str, Rule]) -> str:
+def _opened_trigger(finding: Finding, rules: dict[str, Rule | None]) -> str:
     """Metric rules (kind ``metric``, or any rule on the ``metrics`` cadence, such as the
     KV-cache ceiling) raise live-metric alarms; everything else is a new finding."""
     rule = rules.get(finding.rule_id)
@@ -163,7 +165,7 @@ def _opened_trigger(finding: Finding, rules: dict[str, Rule]) -> str:
     return Trigger.METRIC_ALARM if live else Trigger.NEW_FINDING
 
 
-def _upgrade_refs(event: FindingEvent, rules: dict[str, Rule]) -> list[FindingRef]:
+def _upgrade_refs(event: FindingEvent, rules: dict[str, Rule | None]) -> list[FindingRef]:
     """Findings the upgrade brings that nobody muted (high+, or KB ceilings it opened)."""
     listed = event.payload.get("opened" if event.kind == FindingEvent.Kind.VERSION_CHANGED
                                else "would_open") or []
@@ -188,7 +190,7 @@ def _upgrade_refs(event: FindingEvent, rules: dict[str, Rule]) -> list[FindingRe
     return sorted(refs, key=lambda r: -SEVERITY_ORDER.get(r.severity, 0))
 
 
-def _upgrade_route(event: FindingEvent, rules: dict[str, Rule]) -> Routed | None:
+def _upgrade_route(event: FindingEvent, rules: dict[str, Rule | None]) -> Routed | None:
     refs = _upgrade_refs(event, rules)
     if not refs:
         return None
@@ -217,7 +219,7 @@ _FINDING_KINDS = (FindingEvent.Kind.OPENED, FindingEvent.Kind.RESOLVED,
 _UPGRADE_KINDS = (FindingEvent.Kind.VERSION_CHANGED, FindingEvent.Kind.PENDING_UPGRADE)
 
 
-def classify(event: FindingEvent, rules: dict[str, Rule] | None = None) -> Routed | None:
+def classify(event: FindingEvent, rules: dict[str, Rule | None] | None = None) -> Routed | None:
     """The alert ``event`` may raise, or None (not alert-worthy, or its finding muted).
 
     ``rules`` maps rule_id to :class:`Rule` (for ``fixed_in`` and remediation);
@@ -232,7 +234,7 @@ def classify(event: FindingEvent, rules: dict[str, Rule] | None = None) -> Route
     return None
 
 
-def rules_for(events: Iterable[FindingEvent]) -> dict[str, Rule]:
+def rules_for(events: Iterable[FindingEvent]) -> dict[str, Rule | None]:
     """The Rule rows any of ``events`` may name (their rule_id and payload lists)."""
     ids: set[str] = set()
     for event in events:

@@ -8,6 +8,11 @@ from fleet.api import api
 
 urlpatterns = [
     path("", include("fleet.urls")),
+    path("", include("audit.urls")),
+    # --- LEAD: alerts and recommendation includes go here -------------------------------
+    # path("alerts/", include("audit.urls_alerts")),
+    # path("recommend/", include("audit.urls_recommend")),
+    # --- end of lead's spot --------------------------------------------------------------
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

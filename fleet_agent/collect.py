@@ -10,6 +10,7 @@ what cannot be read is None/absent with the reason in ``errors``/``gpu_error``.
 
 from __future__ import annotations
 
+import logging
 import platform
 import socket
 import uuid
@@ -24,6 +25,8 @@ from pydantic import ValidationError
 from fleet_agent import __version__, discovery, gpus, ondisk, probe, procfs, redact, trim
 from fleet_agent.config import AgentConfig, ServerOverride
 from fleet_agent.schema import MAX_REPORT_BYTES, GpuInfo, Report, ServerInfo
+
+log = logging.getLogger("fleet_agent.collect")
 
 SCHEMA_VERSION = 1
 #: Headroom under the 4 MiB limit: pydantic's JSON differs slightly from the dict measured.
@@ -98,7 +101,7 @@ def collect(inp: CycleInput) -> Report:
     # delay the others; each thread fills only its own item.
     found_per_item: list[set[str]] = [set() for _ in work]
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_PROBE_THREADS, len(work)))) as pool:
-        entries = list(pool.map(lambda i: _server_entry(inp, work[i], owners, found_per_item[i]),
+        entries = list(pool.map(lambda i: _safe_entry(inp, work[i], owners, found_per_item[i]),
                                 range(len(work))))
     for item, data, extra in zip(work, entries, found_per_item, strict=True):
         item.data = data
@@ -195,6 +198,19 @@ def _server_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str
         if entry.get("base_url") else None
     entry["errors"] = [redact.redact_text(e, found) for e in entry["errors"]]
     return entry
+
+
+def _safe_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str]],
+                found: set[str]) -> dict[str, Any]:
+    """:func:`_server_entry`, but an unexpected failure costs one server's details only."""
+    try:
+        return _server_entry(inp, item, owners, found)
+    except Exception as exc:  # a bug or odd node data must not drop the whole report
+        log.exception("collecting a server failed")
+        argv = item.proc.argv if item.proc else (item.override.argv if item.override else None)
+        return {"pid": item.proc.pid if item.proc else (item.override.pid if item.override else 1),
+                "argv": redact.redact_argv(argv or ["?"], found) or ["?"],
+                "errors": [f"collection failed: {type(exc).__name__}: {exc}"]}
 
 
 def _own_api_key(proc: discovery.ServerProcess) -> str | None:

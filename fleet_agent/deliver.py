@@ -219,7 +219,9 @@ def enroll(server_url: str, secret: str, machine_id: str, hostname: str,
         body = response.json()
     except json.JSONDecodeError as exc:
         raise RuntimeError("enrollment answer is not JSON") from exc
-    token = body.get("token") or body.get("host_token") if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        raise RuntimeError(f"enrollment answer is a {type(body).__name__}, not an object")
+    token = body.get("token") or body.get("host_token")
     if not isinstance(token, str) or not token:
-        raise RuntimeError(f"enrollment answer has no token: {sorted(body)[:10]}")
+        raise RuntimeError(f"enrollment answer has no token: keys {sorted(body)[:10]}")
     return token

@@ -41,15 +41,23 @@ def _ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+@functools.lru_cache(maxsize=1)
+def _no_tls_context() -> ssl.SSLContext:
+    """For plain ``http://``/``unix:`` servers, where TLS never happens: verifying, but with no
+    CA loaded, so it costs nothing to build and would refuse any certificate if ever used."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
 def make_client(base_url: str) -> httpx.Client:
     """A client for ``http(s)://host:port`` or ``unix:/path.sock`` (``--uds``)."""
     timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
     if base_url.startswith("unix:"):
-        transport = httpx.HTTPTransport(uds=base_url[len("unix:"):], verify=_ssl_context())
+        transport = httpx.HTTPTransport(uds=base_url[len("unix:"):], verify=_no_tls_context())
         return httpx.Client(transport=transport, base_url="http://localhost", timeout=timeout,
                             trust_env=False)
+    context = _ssl_context() if base_url.startswith("https:") else _no_tls_context()
     return httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, trust_env=False,
-                        verify=_ssl_context())
+                        verify=context)
 
 
 def _get(client: httpx.Client, path: str, errors: list[str],

@@ -95,8 +95,9 @@ class Spool:
     def _next_stamp(self, entries: list[SpoolEntry]) -> int:
         stamp = time.time_ns()
         if entries:
-            last = int(entries[-1].path.name.split("-", 1)[0])
-            stamp = max(stamp, last + 1)
+            prefix = entries[-1].path.name.split("-", 1)[0]
+            if prefix.isdigit():
+                stamp = max(stamp, int(prefix) + 1)
         return stamp
 
     def put(self, report_id: str, body_gz: bytes) -> Path:

@@ -114,6 +114,12 @@ def base_plan(server: dict[str, Any], ctx: dict[str, Any],
     plan = Plan(model=parsed.values.get("model"), values=values,
                 unknown=list(parsed.unknown), groups=[list(gpus)],
                 version=ctx["vllm"].get("version"), template=server.get("chat_template"))
+    secrets = sorted(k for k, v in parsed.values.items()
+                     if v == "REDACTED" or (isinstance(v, list) and "REDACTED" in v))
+    if secrets:
+        plan.notes.append("The agent redacted " + ", ".join(
+            "--" + k.replace("_", "-") for k in secrets) + ": the command shows REDACTED; "
+            "put the real value (or its environment variable) back.")
     for key in parsed.placeholders:
         if key != "model":
             plan.values.pop(key, None)

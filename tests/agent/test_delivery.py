@@ -241,3 +241,13 @@ def test_a_retry_after_longer_than_the_cycle_pauses_later_cycles(tmp_path, inges
     deliverer.close()
     assert summary["outcome"] == "delivered"
     assert [r["report_id"] for r in ingest.stored()] == ids
+
+
+def test_spool_order_survives_a_clock_that_steps_back(tmp_path):
+    spool = _spool(tmp_path)
+    spool.dir.mkdir(parents=True)
+    rid = "00000000-0000-4000-8000-0000000000aa"
+    future = spool.dir / f"{(time.time_ns() + 10**12):020d}-{rid}.json.gz"  # written "later"
+    future.write_bytes(gzip.compress(b"{}"))
+    (new_id,) = _put(spool, 1)
+    assert [e.report_id for e in spool.entries()] == [rid, new_id]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from fleet_agent import redact
 from fleet_agent.collect import CycleInput, collect
-from fleet_agent.config import AgentConfig
+from fleet_agent.config import AgentConfig, ServerOverride
 from fleet_agent.schema import REDACTED
 
 
@@ -95,11 +95,16 @@ def test_planted_secrets_never_reach_the_serialized_report(
     env = {env_name: env_secret, "HTTPS_PROXY": f"http://{url_user}:{url_pass}@proxy:3128"}
     with tempfile.TemporaryDirectory() as tmp:
         node = FakeNode(Path(tmp))
-        node.add_vllm(argv, env=env, listen=())
-        report = collect(CycleInput(config=AgentConfig(), root=node.root, gpu_source="none",
+        pids = node.add_vllm(argv, env=env, listen=())
+        # the config's own secrets: an api key for /v1 and a proxy URL with credentials
+        config = AgentConfig(token=json_secret[::-1], servers=[ServerOverride(
+            match_pid=pids.server, api_key=flag_secret[::-1],
+            base_url=f"http://{url_user}:{url_pass}@127.0.0.1:9")])
+        report = collect(CycleInput(config=config, root=node.root, gpu_source="none",
                                     probe_http=False))
     text = report.model_dump_json()
-    for secret in (flag_secret, env_secret, url_user, url_pass, json_secret):
+    for secret in (flag_secret, env_secret, url_user, url_pass, json_secret,
+                   json_secret[::-1], flag_secret[::-1]):
         assert secret not in text
         assert json.dumps(secret)[1:-1] not in text
     entry = report.servers[0]

@@ -112,6 +112,9 @@ class Received:
         return json.loads(self.body)
 
 
+HOLD = 0
+
+
 @dataclass
 class Receiver:
     """A local HTTP server answering POSTs from ``script`` (the last entry repeats)."""
@@ -120,6 +123,8 @@ class Receiver:
         default_factory=lambda: [(200, {}, b"ok")])
     requests: list[Received] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
+    #: A scripted status of HOLD keeps the request open until ``release`` is set.
+    release: threading.Event = field(default_factory=threading.Event)
 
     @property
     def url(self) -> str:
@@ -142,6 +147,9 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 receiver.requests.append(Received(self.path, dict(self.headers), body))
                 code, headers, payload = receiver.respond()
+                if code == HOLD:
+                    receiver.release.wait(120)
+                    code = 200
                 self.send_response(code)
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -158,6 +166,7 @@ class Receiver:
 
     def stop(self) -> None:
         if self.server is not None:
+            self.release.set()
             self.server.shutdown()
             self.server.server_close()
 

@@ -183,13 +183,16 @@ def test_an_upgrade_crossing_a_knowledge_base_ceiling_is_risky(receiver, run_dis
     event = upgrade_event(server, [])
     FindingFactory(server=server, kind="ceiling", severity="info", rule_id="kb-version-not-vetted",
                    first_seen=event.at)
+    Rule.objects.create(rule_id="kb-version-not-vetted", title="Newer than vetted",
+                        kind="ceiling", severity="info", fixed_in="0.99.0")
 
     run_dispatch()
 
     [request] = receiver.requests
     body = request.json()
     assert body["severity"] == "high"
-    assert body["items"][0]["findings"][0]["rule_id"] == "kb-version-not-vetted"
+    [ref] = body["items"][0]["findings"]
+    assert ref["rule_id"] == "kb-version-not-vetted" and ref["fixed_in"] == "0.99.0"
 
 
 def test_only_escalations_alert_and_resolutions_reach_subscribed_channels(

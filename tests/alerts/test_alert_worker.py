@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from alertkit import ChannelFactory, FindingFactory, ServerFactory, upgrade_event, wait_for
+from alertkit import HOLD, ChannelFactory, FindingFactory, ServerFactory, upgrade_event, wait_for
 
 from audit.alert_tasks import dispatch_events
 from audit.models import Delivery
@@ -60,4 +60,27 @@ def test_a_worker_killed_before_sending_leads_to_exactly_one_message(workers, re
     assert len(receiver.requests) == 1
     delivery.refresh_from_db()
     assert delivery.attempts == 2 and delivery.possible_duplicate
+    assert list(delivery.attempt_log.values_list("outcome", flat=True)) == ["lost", "sent"]
+
+
+def test_a_worker_killed_after_sending_causes_one_duplicate_that_the_log_shows(
+        workers, receiver):
+    receiver.answer((HOLD, {}, b""), (200, {}, b"ok"))  # receive, then never answer
+    channel = ChannelFactory(kind="webhook", destination=receiver.url)
+    _risky_upgrade()
+    first = workers.start()
+
+    assert dispatch_events() == 1
+    assert wait_for(lambda: len(receiver.requests) == 1, 60), workers.logs()
+    workers.kill9(first)  # it sent, but dies before recording the outcome
+    workers.start()
+
+    delivery = Delivery.objects.get(channel=channel)
+    assert wait_for(lambda: _delivery_status(delivery) == "sent", 60), workers.logs()
+    time.sleep(QUIET_S)
+    assert len(receiver.requests) == 2
+    first_id, second_id = (r.headers["X-Fleet-Delivery"] for r in receiver.requests)
+    assert first_id == second_id == str(delivery.code)  # receivers can drop the repeat
+    delivery.refresh_from_db()
+    assert delivery.possible_duplicate
     assert list(delivery.attempt_log.values_list("outcome", flat=True)) == ["lost", "sent"]

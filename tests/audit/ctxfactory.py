@@ -68,6 +68,8 @@ def _gemma4_31b_geometry(estimate: int) -> dict[str, Any]:
         "sliding_window": 1024, "max_position_embeddings": 262144, "weight_gib": 19.0,
         "kv_bytes_per_token_global": 40960, "kv_bytes_per_token_sliding": 409600,
         "single_request_max_tokens_estimate": estimate, "num_attention_heads": 32,
+        # LIGHT on one H100 at fp8: the seed's ~85K tokens of KV (R1).
+        "kv_capacity_tokens_estimate": 85000, "max_concurrency_estimate": None,
     }
 
 

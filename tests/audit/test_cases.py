@@ -248,7 +248,7 @@ SCENARIOS: list[tuple[str, str, dict[str, Any], str | None]] = [
     ("up-gemma4-legacy-parser-streaming-leaks", "light",
      _with(_version("0.22.0"), {"flags.reasoning_parser": None}), None),
     ("up-gemma4-forced-tool-choice-engine-parser", "light", _version("0.26.0"), "high"),
-    ("up-gemma4-forced-tool-choice-engine-parser", "light", {}, "medium"),
+    ("up-gemma4-forced-tool-choice-engine-parser", "light", {}, None),
     ("up-gemma4-forced-tool-choice-engine-parser", "light", _version("0.21.0"), None),
     ("up-gemma4-vision-fp16-overflow", "light", _version("0.21.0"), "critical"),
     ("up-gemma4-vision-fp16-overflow", "light", {"vllm.version": None}, "high"),

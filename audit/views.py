@@ -1,0 +1,355 @@
+"""Audit pages: findings (filter, acknowledge, silence, history, CSV/JSON export), the
+knowledge base (rules, staleness, which hosts each rule fires on) and vLLM versions.
+
+Views are thin: an access helper first (:mod:`fleet.access`), domain behaviour on the
+models (``Finding.acknowledge`` / ``Finding.silence``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import date, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count, F, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from audit.forms import AcknowledgeForm, SilenceForm
+from audit.kb.cel_functions import version_gt
+from audit.kb.versions import parse_version, version_tuple
+from audit.models import SEVERITY_ORDER, Finding, FindingEvent, Rule
+from audit.rulebook import current_knowledge_base, sync_rules
+from fleet.access import can, permits
+from fleet.models import Server
+from fleet.views_overview import RANK_CASE, RISKY_KINDS, SEVERITIES
+
+FINDINGS_PER_PAGE = 100
+#: Rules whose last verification is older than this are flagged on the KB page (issue 6).
+STALE_AFTER = timedelta(days=60)
+STATUSES = ("active", "open", "acknowledged", "silenced", "resolved", "all")
+EXPORT_FIELDS = ("code", "hostname", "server", "rule_id", "kind", "severity", "status",
+                 "title", "message", "first_seen", "last_seen", "acknowledged_by", "ack_note",
+                 "silenced_until", "silence_reason", "references")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def get_finding_for_user(request: HttpRequest, code: uuid.UUID) -> Finding:
+    """The finding with ``code`` (with host and server) or 404; every role may read it."""
+    return get_object_or_404(Finding.objects.select_related("host", "server"), code=code)
+
+
+def finding_filters(request: HttpRequest) -> dict[str, str]:
+    """The findings filter from the query string (unknown values are dropped)."""
+    params = {k: request.GET.get(k, "").strip() for k in ("severity", "rule", "host", "status",
+                                                           "kind")}
+    if params["status"] not in STATUSES:
+        params["status"] = "active"
+    if params["severity"] not in SEVERITIES:
+        params["severity"] = ""
+    return params
+
+
+def filtered_findings(params: dict[str, str]) -> QuerySet[Finding]:
+    """Findings matching ``params``, worst first then most recent."""
+    qs = Finding.objects.select_related("host", "server", "acknowledged_by", "silenced_by")
+    status = params["status"]
+    if status == "active":
+        qs = qs.active()
+    elif status != "all":
+        qs = qs.filter(status=status)
+    if params["severity"]:
+        qs = qs.filter(severity=params["severity"])
+    if params["rule"]:
+        qs = qs.filter(rule_id=params["rule"])
+    if params.get("kind"):
+        qs = qs.filter(kind=params["kind"])
+    if params["host"]:
+        qs = qs.filter(host__hostname__icontains=params["host"])
+    return qs.annotate(rank=RANK_CASE).order_by("-rank", "-last_seen", "pk")
+
+
+def _back(request: HttpRequest, finding: Finding) -> HttpResponse:
+    """Redirect to ``next`` when it is a local URL, else to the finding's page."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()},
+                                                  request.is_secure()):
+        return redirect(target)
+    return redirect("audit:finding_detail", code=finding.code)
+
+
+# ----------------------------------------------------------------------------- findings
+
+
+@login_required
+def finding_list(request: HttpRequest) -> HttpResponse:
+    """All findings of the current filter (default: everything still active)."""
+    params = finding_filters(request)
+    page = Paginator(filtered_findings(params), FINDINGS_PER_PAGE).get_page(
+        request.GET.get("page"))
+    rules = list(Finding.objects.active().order_by("rule_id").values_list("rule_id", flat=True)
+                 .distinct())
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "audit/findings_list.html", {
+        "page": page, "params": params, "severities": SEVERITIES, "statuses": STATUSES,
+        "rules": rules, "query": query.urlencode(),
+        "can_operate": can(request.user, "acknowledge"),
+        "ack_form": AcknowledgeForm(), "silence_form": SilenceForm(),
+    })
+
+
+@login_required
+def finding_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
+    """One finding: message, evidence, remediation, references and its history."""
+    finding = get_finding_for_user(request, code)
+    events = finding.events.select_related("user").order_by("at", "id")
+    earlier = (Finding.objects.filter(server=finding.server, rule_id=finding.rule_id)
+               .exclude(pk=finding.pk).order_by("-first_seen")[:20])
+    return render(request, "audit/findings_detail.html", {
+        "finding": finding, "events": events, "earlier": earlier,
+        "evidence": json.dumps(finding.evidence, indent=2, sort_keys=True, default=str),
+        "can_operate": can(request.user, "acknowledge"),
+        "ack_form": AcknowledgeForm(), "silence_form": SilenceForm(),
+    })
+
+
+@require_POST
+@permits("acknowledge")
+def finding_acknowledge(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
+    """Acknowledge with an optional note (operator or admin); recorded with the user."""
+    finding = get_finding_for_user(request, code)
+    form = AcknowledgeForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The note is too long.")
+        return _back(request, finding)
+    try:
+        finding.acknowledge(request.user, form.cleaned_data["note"])
+    except ValueError as exc:
+        messages.error(request, f"Not acknowledged: {exc}.")
+    else:
+        messages.success(request, f"Acknowledged {finding.rule_id} on {finding.host.hostname}.")
+    return _back(request, finding)
+
+
+@require_POST
+@permits("silence")
+def finding_silence(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
+    """Silence until a time with a reason (operator or admin); recorded with the user."""
+    finding = get_finding_for_user(request, code)
+    form = SilenceForm(request.POST)
+    if not form.is_valid():
+        errors = "; ".join(e for errs in form.errors.values() for e in errs)
+        messages.error(request, f"Not silenced: {errors}.")
+        return _back(request, finding)
+    try:
+        finding.silence(request.user, form.cleaned_data["until"], form.cleaned_data["reason"])
+    except ValueError as exc:
+        messages.error(request, f"Not silenced: {exc}.")
+    else:
+        until = form.cleaned_data["until"].strftime("%Y-%m-%d %H:%M UTC")
+        messages.success(request, f"Silenced {finding.rule_id} on {finding.host.hostname} "
+                                  f"until {until}.")
+    return _back(request, finding)
+
+
+def _export_row(f: Finding) -> dict[str, Any]:
+    return {
+        "code": str(f.code), "hostname": f.host.hostname, "server": f.server.identity,
+        "rule_id": f.rule_id, "kind": f.kind, "severity": f.severity, "status": f.status,
+        "title": f.title, "message": f.message, "first_seen": f.first_seen.isoformat(),
+        "last_seen": f.last_seen.isoformat(),
+        "acknowledged_by": f.acknowledged_by.get_username() if f.acknowledged_by else "",
+        "ack_note": f.ack_note,
+        "silenced_until": f.silenced_until.isoformat() if f.silenced_until else "",
+        "silence_reason": f.silence_reason, "references": list(f.references or []),
+    }
+
+
+class _Echo:
+    """A file-like whose write returns the line, for streaming csv.writer output."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _csv_lines(rows: Iterator[Finding]) -> Iterator[str]:
+    writer = csv.writer(_Echo())
+    yield writer.writerow(EXPORT_FIELDS)
+    for f in rows:
+        row = _export_row(f)
+        row["references"] = " ".join(row["references"])
+        # A cell starting with = + - @ would run as a formula in a spreadsheet.
+        yield writer.writerow([_defuse(str(row[k])) for k in EXPORT_FIELDS])
+
+
+def _defuse(cell: str) -> str:
+    return "'" + cell if cell[:1] in ("=", "+", "-", "@") else cell
+
+
+def _json_chunks(rows: Iterator[Finding]) -> Iterator[str]:
+    yield "["
+    for i, f in enumerate(rows):
+        yield ("," if i else "") + json.dumps(_export_row(f))
+    yield "]\n"
+
+
+@login_required
+def finding_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
+    """The current filter as CSV or JSON (streamed, every matching row)."""
+    if fmt not in ("csv", "json"):
+        raise Http404("unknown export format")
+    rows = filtered_findings(finding_filters(request)).iterator(chunk_size=2000)
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    if fmt == "csv":
+        response = StreamingHttpResponse(_csv_lines(rows), content_type="text/csv; charset=utf-8")
+    else:
+        response = StreamingHttpResponse(_json_chunks(rows), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="findings-{stamp}.{fmt}"'
+    return response
+
+
+# ----------------------------------------------------------------------------- knowledge base
+
+
+def _issue_matcher(q: str) -> re.Pattern | None:
+    """``123``, ``#123`` or ``vllm#123`` -> a regex matching that issue/PR number in a URL."""
+    match = re.fullmatch(r"(?:[\w.-]+)?#?(\d+)", q.strip())
+    return re.compile(rf"/(?:issues|pull)/{match.group(1)}(?:\D|$)") if match else None
+
+
+def rule_matches(rule: Rule, q: str) -> bool:
+    """True when ``q`` (issue number, URL fragment, id or title words) names this rule."""
+    if not q:
+        return True
+    refs = [str(r) for r in rule.references or []]
+    issue = _issue_matcher(q)
+    if issue is not None:
+        return any(issue.search(r) for r in refs)
+    needle = q.lower()
+    return any(needle in text.lower() for text in [rule.rule_id, rule.title, *refs])
+
+
+def _mirror() -> list[Rule]:
+    if not Rule.objects.filter(active=True).exists():
+        sync_rules()  # first visit on a fresh database: mirror the rule files
+    return list(Rule.objects.filter(active=True))
+
+
+def short_reference(url: str) -> str:
+    """``https://github.com/vllm-project/vllm/issues/123`` -> ``vllm#123``; else unchanged."""
+    m = re.match(r"https://github\.com/[^/]+/([^/]+)/(?:issues|pull)/(\d+)", url)
+    return f"{m.group(1)}#{m.group(2)}" if m else url
+
+
+@login_required
+def kb_list(request: HttpRequest) -> HttpResponse:
+    """Every rule with severity, kind, references, staleness and where it fires now.
+    ``?q=`` finds rules by upstream issue number/URL and lists the hosts they hit."""
+    q = request.GET.get("q", "").strip()
+    today = date.today()
+    firing = dict(Finding.objects.active().order_by().values_list("rule_id")
+                  .annotate(n=Count("server_id", distinct=True)))
+    rules = [r for r in _mirror() if rule_matches(r, q)]
+    rules.sort(key=lambda r: (-SEVERITY_ORDER.get(r.severity, 0), r.rule_id))
+    hits: dict[str, list[Finding]] = defaultdict(list)
+    if q and rules:
+        for f in (Finding.objects.active().filter(rule_id__in=[r.rule_id for r in rules])
+                  .select_related("host", "server").order_by("host__hostname")[:500]):
+            hits[f.rule_id].append(f)
+    rows = [{"rule": r, "firing": firing.get(r.rule_id, 0), "hits": hits.get(r.rule_id, []),
+             "stale": r.last_verified is None or today - r.last_verified > STALE_AFTER,
+             "refs": [(u, short_reference(str(u))) for u in r.references or []]}
+            for r in rules]
+    kb = current_knowledge_base()
+    return render(request, "audit/kb_list.html", {
+        "rows": rows, "q": q, "verified_through": kb.verified_through, "kb_version": kb.version,
+        "stale_days": STALE_AFTER.days, "stale_count": sum(r["stale"] for r in rows),
+    })
+
+
+@login_required
+def kb_rule(request: HttpRequest, rule_id: str) -> HttpResponse:
+    """One rule and the servers it currently fires on."""
+    _mirror()
+    rule = get_object_or_404(Rule, rule_id=rule_id)
+    findings = (Finding.objects.active().filter(rule_id=rule_id)
+                .select_related("host", "server").order_by("host__hostname", "server__identity"))
+    page = Paginator(findings, FINDINGS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "audit/kb_rule.html", {
+        "rule": rule, "page": page,
+        "stale": rule.last_verified is None or date.today() - rule.last_verified > STALE_AFTER,
+        "refs": [(u, short_reference(str(u))) for u in rule.references or []],
+    })
+
+
+# ----------------------------------------------------------------------------- versions
+
+
+def version_rows() -> list[dict[str, Any]]:
+    """The fleet's running vLLM versions, newest first, with server/host counts, the
+    high+ known_issue/ceiling findings on them (risky; critical = blocked), pending
+    upgrades onto them, and whether they are newer than the KB's ``verified_through``."""
+    running = Server.objects.filter(is_running=True).order_by()
+    counts = running.values("vllm_version").annotate(
+        servers=Count("pk"), hosts=Count("host_id", distinct=True))
+    pending = dict(running.exclude(installed_vllm_version="")
+                   .exclude(installed_vllm_version=F("vllm_version"))
+                   .values_list("installed_vllm_version").annotate(n=Count("pk")))
+    risky: dict[str, dict[str, Any]] = defaultdict(lambda: {"servers": set(), "rules": {}})
+    for version, server_id, rule_id, severity in (
+            Finding.objects.active().filter(kind__in=RISKY_KINDS,
+                                            severity__in=("critical", "high"),
+                                            server__is_running=True)
+            .order_by().values_list("server__vllm_version", "server_id", "rule_id", "severity")
+            .distinct()):
+        risky[version]["servers"].add(server_id)
+        rules = risky[version]["rules"]
+        if SEVERITY_ORDER[severity] >= SEVERITY_ORDER[rules.get(rule_id, severity)]:
+            rules[rule_id] = severity
+    vetted = current_knowledge_base().verified_through
+    rows = []
+    for row in counts:
+        raw = row["vllm_version"]
+        info = parse_version(raw or None)
+        entry = risky.get(raw, {"servers": set(), "rules": {}})
+        severities = set(entry["rules"].values())
+        state = ("blocked" if "critical" in severities else "risky" if severities else
+                 "unvetted" if version_gt(info.version, vetted) else
+                 "unknown" if info.version is None else "ok")
+        rows.append({"raw": raw or "unknown", "version": info.version, "state": state,
+                     "servers": row["servers"], "hosts": row["hosts"],
+                     "risky_servers": len(entry["servers"]),
+                     "rules": sorted(entry["rules"].items(),
+                                     key=lambda kv: -SEVERITY_ORDER[kv[1]]),
+                     "pending_onto": pending.get(raw, 0)})
+    return _newest_first(rows)
+
+
+def _newest_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    known = [r for r in rows if version_tuple(r["version"]) is not None]
+    unknown = [r for r in rows if version_tuple(r["version"]) is None]
+    known.sort(key=lambda r: version_tuple(r["version"]), reverse=True)
+    return known + unknown
+
+
+@login_required
+def versions(request: HttpRequest) -> HttpResponse:
+    """The fleet's vLLM versions and which are risky or blocked per the KB."""
+    kb = current_knowledge_base()
+    return render(request, "audit/versions_list.html", {
+        "rows": version_rows(), "verified_through": kb.verified_through,
+    })

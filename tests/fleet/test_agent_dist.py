@@ -1,0 +1,64 @@
+"""The dashboard serves the agent installer and wheel to nodes without a login."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from fleet.access import set_role
+from fleet.agent_dist import wheel_name
+from fleet.models import EnrollmentSecret
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_install_script_needs_no_login_and_points_at_this_dashboard(client, settings):
+    settings.SITE_URL = "https://fleet.example.com"
+    response = client.get("/agent/install.sh")
+
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert text.startswith("#!/bin/sh")
+    assert 'SITE_URL="${FLEET_SITE_URL:-https://fleet.example.com}"' in text
+    assert wheel_name() in text
+    assert "__SITE_URL__" not in text
+
+
+def test_the_served_wheel_installs_the_agent_without_the_server_extras(client, settings,
+                                                                        tmp_path):
+    settings.VAR_DIR = tmp_path
+    response = client.get(f"/agent/dist/{wheel_name()}")
+
+    assert response.status_code == 200
+    path = tmp_path / "got.whl"
+    path.write_bytes(b"".join(response.streaming_content))
+    with zipfile.ZipFile(path) as wheel:
+        names = wheel.namelist()
+        metadata = wheel.read(next(n for n in names if n.endswith("METADATA"))).decode()
+    assert "fleet_agent/install.sh" in names
+    assert not any(n.startswith(("fleet/", "audit/", "config/")) for n in names)
+    required = [line for line in metadata.splitlines()
+                if line.startswith("Requires-Dist") and "extra ==" not in line]
+    assert not any(dep in " ".join(required) for dep in ("Django", "celery", "psycopg"))
+
+
+def test_only_the_current_wheel_is_served(client):
+    assert client.get("/agent/dist/evil.whl").status_code == 404
+
+
+def test_an_admin_gets_a_one_liner_with_a_fresh_secret_and_a_viewer_does_not(
+        client, django_user_model):
+    viewer = django_user_model.objects.create_user("v", password="pw")
+    client.force_login(viewer)
+    assert client.post("/agent/add-host/", {"name": "rack 12"}).status_code == 403
+
+    admin = django_user_model.objects.create_user("a", password="pw")
+    set_role(admin, "admin")
+    client.force_login(admin)
+    response = client.post("/agent/add-host/", {"name": "rack 12"})
+
+    assert response.status_code == 200
+    secret = response.content.decode().split("FLEET_ENROLL_SECRET=")[1].split()[0]
+    assert EnrollmentSecret.match(secret).name == "rack 12"
+    assert "/agent/install.sh | sudo" in response.content.decode()
