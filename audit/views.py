@@ -29,7 +29,7 @@ from django.views.decorators.http import require_POST
 from audit.forms import AcknowledgeForm, SilenceForm
 from audit.kb.cel_functions import version_gt
 from audit.kb.versions import parse_version, version_tuple
-from audit.models import SEVERITY_ORDER, Finding, FindingEvent, Rule
+from audit.models import SEVERITY_ORDER, Finding, Rule
 from audit.rulebook import current_knowledge_base, sync_rules
 from fleet.access import can, permits
 from fleet.models import Server

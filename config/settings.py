@@ -177,7 +177,40 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-unevaluated-reports": {"task": "fleet.tasks.sweep_unevaluated", "schedule": 60.0},
     "prune-reports": {"task": "fleet.tasks.prune_reports", "schedule": 3600.0},
     "check-knowledge-base": {"task": "audit.tasks.check_knowledge_base", "schedule": 60.0},
+    "alerts-sweep": {"task": "alerts.sweep", "schedule": 60.0},
+    "alerts-silent-hosts": {"task": "alerts.check_silent_hosts", "schedule": 60.0},
 }
+
+# --- alerts -------------------------------------------------------------------
+#: Webhook/Slack URLs on private or loopback addresses are refused unless true (SSRF).
+ALERTS_ALLOW_PRIVATE_WEBHOOKS = env_bool("ALERTS_ALLOW_PRIVATE_WEBHOOKS", False)
+#: Events of one trigger within this many seconds go out as one message per channel.
+ALERT_GROUP_WINDOW_S = env_int("ALERT_GROUP_WINDOW_S", 60, minimum=1)
+#: Repeats of the same (host, rule) on a channel are held back for this long.
+ALERT_THROTTLE_S = env_int("ALERT_THROTTLE_S", 3600, minimum=0)
+#: A host is "silent" after this many missed agent intervals.
+ALERT_HOST_SILENT_INTERVALS = env_int("ALERT_HOST_SILENT_INTERVALS", 5, minimum=1)
+ALERT_HTTP_TIMEOUT_S = env_int("ALERT_HTTP_TIMEOUT_S", 10, minimum=1)
+ALERT_SMTP_TIMEOUT_S = env_int("ALERT_SMTP_TIMEOUT_S", 10, minimum=1)
+ALERT_MAX_ATTEMPTS = env_int("ALERT_MAX_ATTEMPTS", 8, minimum=1)
+ALERT_RETRY_BASE_S = env_int("ALERT_RETRY_BASE_S", 10, minimum=1)
+#: Retry delays stay at or below half the broker visibility timeout (Celery's docs).
+ALERT_RETRY_MAX_S = min(env_int("ALERT_RETRY_MAX_S", 300, minimum=1),
+                        CELERY_VISIBILITY_TIMEOUT_MINUTES * 30)
+#: A claimed delivery is taken over after this (above the send task's 90 s time limit).
+ALERT_CLAIM_LEASE_S = env_int("ALERT_CLAIM_LEASE_S", 120, minimum=91)
+
+# Email through Django's framework; the demo uses the file backend under var/mail.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "") or ""
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "") or ""
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = ALERT_SMTP_TIMEOUT_S
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fleet-audit@localhost")
 
 # --- audit --------------------------------------------------------------------
 #: Rule files (YAML); default audit/rules. Edited files are picked up without a restart.

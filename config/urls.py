@@ -10,8 +10,10 @@ urlpatterns = [
     path("", include("fleet.urls")),
     path("", include("audit.urls")),
     # --- LEAD: alerts and recommendation includes go here -------------------------------
-    # path("alerts/", include("audit.urls_alerts")),
-    # path("recommend/", include("audit.urls_recommend")),
+    path("alerts/", include("audit.urls_alerts")),
+    path("", include("audit.urls_recommend")),
+    # Agent install script and wheel (no login) and the admin's add-host page.
+    path("agent/", include("fleet.urls_agent")),
     # --- end of lead's spot --------------------------------------------------------------
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

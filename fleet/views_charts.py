@@ -16,9 +16,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
-from django.db.models import Avg, Max, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import Avg, F, FloatField, Func, Max, QuerySet, Value
 
 from fleet.models import GpuSample, MetricSample
 
@@ -44,18 +42,32 @@ def bucket_seconds(window_s: int) -> int:
     return max(1, math.ceil(window_s / MAX_POINTS))
 
 
-def _bucket_expr(table: str, bucket_s: int) -> RawSQL:
-    """SQL for the bucket number of a row's ``ts`` (PostgreSQL, or SQLite for the demo)."""
-    column = f'"{table}"."ts"'
-    if connection.vendor == "postgresql":
-        return RawSQL(f"floor(extract(epoch from {column}) / %s)", (bucket_s,))
-    return RawSQL(f"cast(strftime('%%s', {column}) as integer) / %s", (bucket_s,))
+class EpochBucket(Func):
+    """``floor(epoch seconds of ts / bucket)`` on PostgreSQL, integer division of
+    ``strftime('%s')`` on SQLite (the embedded demo). Both operands are compiled
+    expressions with bound parameters; no SQL is built from input."""
+
+    output_field = FloatField()
+
+    def _parts(self, compiler: Any) -> tuple[str, str, list[Any]]:
+        ts_sql, ts_params = compiler.compile(self.source_expressions[0])
+        b_sql, b_params = compiler.compile(self.source_expressions[1])
+        return ts_sql, b_sql, [*ts_params, *b_params]
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
+        ts_sql, b_sql, params = self._parts(compiler)
+        return f"floor(extract(epoch from {ts_sql}) / {b_sql})", params
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
+        ts_sql, b_sql, params = self._parts(compiler)
+        # '%%s' survives the backend's %-style placeholder conversion as strftime's '%s'.
+        return f"(cast(strftime('%%s', {ts_sql}) as integer) / {b_sql})", params
 
 
 def _bucketed(qs: QuerySet, group: str, aggregates: dict[str, Any],
               bucket_s: int) -> list[dict[str, Any]]:
-    table = qs.model._meta.db_table
-    return list(qs.annotate(bucket=_bucket_expr(table, bucket_s)).order_by()
+    bucket = EpochBucket(F("ts"), Value(bucket_s))
+    return list(qs.annotate(bucket=bucket).order_by()
                 .values(group, "bucket")
                 .annotate(**{f"v_{k}": agg(k) for k, agg in aggregates.items()})
                 .order_by(group, "bucket"))

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 import operator
-from urllib.parse import urlencode
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator

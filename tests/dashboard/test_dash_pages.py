@@ -1,0 +1,234 @@
+"""What the overview, host, findings, knowledge-base and versions pages show."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from audit.models import Finding, FindingEvent
+from audit.rulebook import current_knowledge_base
+from bench import fleetgen
+from fleet.models import Host, MetricSample, Server
+
+pytestmark = pytest.mark.django_db
+
+
+def chart_data(page: str) -> dict:
+    blob = re.search(r'<script id="chart-data" type="application/json">(.*?)</script>', page,
+                     re.S).group(1)
+    return json.loads(blob)
+
+
+def overview_queries(client, django_assert_max_num_queries, limit: int) -> int:
+    with django_assert_max_num_queries(limit) as captured:
+        assert client.get("/").status_code == 200
+    return len(captured)
+
+
+def test_the_overview_query_count_does_not_grow_with_the_fleet(
+        client, role_user, django_assert_max_num_queries):
+    client.force_login(role_user("viewer"))
+    fleetgen.generate(hosts=20, findings=200, spark_hosts=20)
+    small = overview_queries(client, django_assert_max_num_queries, 25)
+    fleetgen.generate(hosts=200, findings=2000, spark_hosts=200)
+    large = overview_queries(client, django_assert_max_num_queries, 25)
+    assert Host.objects.count() == 200
+    assert large == small
+
+
+def test_the_overview_counts_hosts_by_status_findings_risk_and_pending_upgrades(
+        client, demo_fleet, role_user):
+    stale, offline, fresh = demo_fleet["hosts"]
+    Host.objects.filter(pk=stale.pk).update(last_seen=timezone.now() - timedelta(minutes=3))
+    Host.objects.filter(pk=offline.pk).update(last_seen=timezone.now() - timedelta(hours=2))
+    Server.objects.filter(host=fresh).update(installed_vllm_version="0.30.0")
+    client.force_login(role_user("viewer"))
+    page = client.get("/").content.decode()
+    count = {k: int(v) for k, v in re.findall(r'data-count="(\w+)">(\d+)<', page)}
+    risky = (Finding.objects.active().filter(kind__in=("known_issue", "ceiling"),
+                                             severity__in=("high", "critical"))
+             .values("server_id").distinct().count())
+    assert count == {"hosts": 3, "reporting": 1, "stale": 1, "offline": 1,
+                     "open": Finding.objects.active().count(), "risky": risky,
+                     "pending": Server.objects.filter(host=fresh, is_running=True).count()}
+    assert risky > 0
+
+
+def test_the_overview_filters_by_severity_version_model_gpu_label_and_search(
+        client, demo_fleet, role_user):
+    light, push, rtx = demo_fleet["hosts"]
+    Host.objects.filter(pk=push.pk).update(labels={"env": "prod"})
+    client.force_login(role_user("viewer"))
+
+    def shown(**params: str) -> set[str]:
+        page = client.get("/", params).content.decode()
+        return set(re.findall(r'<tr data-host="([^"]+)"', page))
+
+    assert shown() == {light.hostname, push.hostname, rtx.hostname}
+    assert shown(version="0.29.0") == {push.hostname}
+    assert shown(gpu="RTX 5090") == {rtx.hostname}
+    assert shown(label="env=prod") == {push.hostname}
+    assert shown(q="light") == {light.hostname}
+    assert shown(model="no-such-model") == set()
+    with_critical = set(Finding.objects.active().filter(severity="high")
+                        .values_list("host__hostname", flat=True))
+    assert shown(severity="high") == with_critical
+
+
+def test_the_overview_sorts_worst_first_by_default(client, demo_fleet, role_user):
+    client.force_login(role_user("viewer"))
+    Finding.objects.filter(host=demo_fleet["hosts"][2]).update(severity="critical")
+    page = client.get("/").content.decode()
+    assert re.findall(r'<tr data-host="([^"]+)"', page)[0] == demo_fleet["hosts"][2].hostname
+    by_name = client.get("/", {"sort": "host"}).content.decode()
+    names = re.findall(r'<tr data-host="([^"]+)"', by_name)
+    assert names == sorted(names)
+
+
+def test_a_banner_names_hosts_that_moved_onto_a_risky_version(client, demo_fleet, role_user):
+    host = demo_fleet["hosts"][1]
+    server = host.servers.first()
+    client.force_login(role_user("viewer"))
+    assert "Moved onto a risky version" not in client.get("/").content.decode()
+    FindingEvent.objects.create(
+        kind=FindingEvent.Kind.VERSION_CHANGED, host=host, server=server,
+        payload={"old": "0.25.1", "new": "0.29.0", "resolved": [], "opened": [
+            {"rule_id": "gemma4-version-ceiling", "severity": "high", "title": "Ceiling"}]})
+    page = client.get("/").content.decode()
+    assert "Moved onto a risky version" in page and "0.29.0" in page
+    assert host.hostname in page.split("Moved onto a risky version")[1].split("</div>")[0]
+
+
+def test_agent_supplied_strings_are_escaped_on_every_page(client, demo_fleet, role_user):
+    evil = "<img src=x onerror=alert(1)>"
+    host = demo_fleet["hosts"][0]
+    Host.objects.filter(pk=host.pk).update(hostname=evil, labels={"team": evil})
+    Server.objects.filter(host=host).update(model_ids=[evil], argv=["vllm", "serve", evil])
+    client.force_login(role_user("admin"))
+    for path in ("/", f"/hosts/{host.code}/", "/findings/", "/versions/", "/settings/"):
+        page = client.get(path).content.decode()
+        assert evil not in page, path
+    assert "&lt;img src=x onerror=alert(1)&gt;" in client.get("/").content.decode()
+
+
+def test_the_host_page_shows_flags_with_defaults_and_sources(client, demo_fleet, role_user):
+    host = demo_fleet["hosts"][1]  # PUSH recipe: TP=2, max-model-len 262144 on argv
+    client.force_login(role_user("viewer"))
+    page = client.get(f"/hosts/{host.code}/").content.decode()
+    row = re.search(r"<td>tensor_parallel_size</td><td class=\"val\"><code>(.*?)</code></td>"
+                    r"<td><code>(.*?)</code></td><td class=\"small\">(.*?)</td>", page)
+    assert row.groups() == ("2", "1", "argv")
+    assert "gpu_memory_utilization" in page and "default" in page
+    assert "<strong>frozen</strong>" in page  # the quant's frozen bundled template
+
+
+def test_the_host_page_ships_downsampled_series_with_gaps_and_says_what_is_missing(
+        client, demo_fleet, role_user):
+    host = demo_fleet["hosts"][0]
+    # Keep only the generated history, whose exposition lacks TTFT.
+    MetricSample.objects.filter(server__host=host).exclude(extra__has_key="generated").delete()
+    client.force_login(role_user("viewer"))
+    for window in ("1h", "24h", "7d"):
+        data = chart_data(client.get(f"/hosts/{host.code}/", {"window": window})
+                          .content.decode())
+        for chart in data["charts"]:
+            for dataset in chart["datasets"]:
+                assert len(dataset["data"]) <= 300, (window, chart["id"])
+    data = chart_data(client.get(f"/hosts/{host.code}/", {"window": "24h"}).content.decode())
+    kv = next(c for c in data["charts"] if c["id"].endswith("-kv"))
+    values = [p[1] for p in kv["datasets"][0]["data"]]
+    assert sum(v is not None for v in values) > 50 and values[0] is not None
+    first, last = values.index(None), len(values) - 1 - values[::-1].index(None)
+    assert first == last and values[first - 1] is not None and values[first + 1] is not None
+    ttft = next(c for c in data["charts"] if c["id"].endswith("-ttft"))
+    assert ttft["note"] == "no TTFT data: this vLLM version does not expose it"
+    page = client.get(f"/hosts/{host.code}/").content.decode()
+    assert "no TTFT data: this vLLM version does not expose it" in page
+
+
+def test_the_acceptance_chart_draws_the_kb_baseline_for_the_recipe(client, demo_fleet,
+                                                                   role_user):
+    host = demo_fleet["hosts"][0]  # 31B + EAGLE3 (LIGHT recipe)
+    client.force_login(role_user("viewer"))
+    data = chart_data(client.get(f"/hosts/{host.code}/").content.decode())
+    spec = [c for c in data["charts"] if c["id"].endswith("-spec")]
+    expected = current_knowledge_base().settings["baselines"]["gemma4-31b"]["eagle3"]
+    assert spec and all(c["baseline"] == pytest.approx(expected["acceptance_rate"] * 100)
+                        for c in spec)
+
+
+def test_a_host_without_samples_says_so_instead_of_drawing_zero(client, demo_fleet, role_user):
+    host = demo_fleet["hosts"][2]  # /metrics unreachable
+    client.force_login(role_user("viewer"))
+    data = chart_data(client.get(f"/hosts/{host.code}/").content.decode())
+    kv = next(c for c in data["charts"] if c["id"].endswith("-kv"))
+    assert kv["note"] and all(p[1] is None for d in kv["datasets"] for p in d["data"])
+
+
+def test_the_export_follows_the_current_filter(client, demo_fleet, role_user):
+    client.force_login(role_user("viewer"))
+    expected = Finding.objects.active().filter(severity="high").count()
+    body = b"".join(client.get("/findings/export.csv", {"severity": "high"})
+                    .streaming_content).decode()
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert len(rows) == expected > 0 and {r["severity"] for r in rows} == {"high"}
+    data = json.loads(b"".join(client.get("/findings/export.json", {"severity": "high"})
+                               .streaming_content))
+    assert {d["code"] for d in data} == {r["code"] for r in rows}
+
+
+def test_the_findings_page_filters_by_status(client, demo_fleet, role_user):
+    operator = role_user("operator")
+    client.force_login(operator)
+    finding = Finding.objects.active().first()
+    finding.acknowledge(operator, "on it")
+    page = client.get("/findings/", {"status": "acknowledged"}).content.decode()
+    assert re.findall(r'data-finding="([^"]+)"', page) == [str(finding.code)]
+
+
+def test_the_kb_finds_the_servers_hit_by_an_upstream_issue_number(client, demo_fleet,
+                                                                  role_user):
+    client.force_login(role_user("viewer"))
+    finding = Finding.objects.active().exclude(references=[]).filter(
+        references__icontains="/issues/").first()
+    url = next(r for r in finding.references if "/issues/" in r)
+    number = url.rstrip("/").rsplit("/", 1)[1]
+    page = client.get("/kb/", {"q": f"#{number}"}).content.decode()
+    assert f'data-rule="{finding.rule_id}"' in page
+    assert finding.host.hostname in page.split(f'data-rule="{finding.rule_id}"')[1]
+    assert 'data-rule="' in page and "No rule matches" not in page
+    assert "No rule matches" in client.get("/kb/", {"q": "#999999999"}).content.decode()
+
+
+def test_the_kb_flags_rules_not_reverified_for_sixty_days(client, role_user):
+    from audit.models import Rule
+    from audit.rulebook import sync_rules
+
+    sync_rules()
+    rule = Rule.objects.first()
+    Rule.objects.filter(pk=rule.pk).update(last_verified=timezone.now().date()
+                                           - timedelta(days=61))
+    Rule.objects.exclude(pk=rule.pk).update(last_verified=timezone.now().date())
+    client.force_login(role_user("viewer"))
+    page = client.get("/kb/").content.decode()
+    row = page.split(f'data-rule="{rule.rule_id}"')[1].split("</tr>")[0]
+    assert "stale" in row and page.count("⚠ stale") == 1
+
+
+def test_the_versions_page_marks_a_version_with_high_known_issues_risky(client, demo_fleet,
+                                                                        role_user):
+    client.force_login(role_user("viewer"))
+    page = client.get("/versions/").content.decode()
+    risky = set(Finding.objects.active().filter(
+        kind__in=("known_issue", "ceiling"), severity__in=("high", "critical"))
+        .values_list("server__vllm_version", flat=True))
+    assert risky
+    for version in risky:
+        row = page.split(f'data-version="{version}"')[1].split("</tr>")[0]
+        assert "state-risky" in row or "state-blocked" in row
