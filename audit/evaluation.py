@@ -87,21 +87,33 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
     kb = current_knowledge_base()
     previous = (Report.objects.filter(host=host, collected_at__lt=report.collected_at)
                 .order_by("-collected_at").first())
-    history = [previous.raw] if previous else []
-    contexts = build_contexts(report.raw, history)
+    contexts = _LazyContexts(report, previous)
     servers = {s.identity: s for s in host.servers.all()}
     outcomes = []
-    for index, (raw_server, ctx) in enumerate(
-            zip(report.raw.get("servers") or [], contexts, strict=False)):
+    for index, raw_server in enumerate(report.raw.get("servers") or []):
         server = servers.get(server_identity(ServerInfo.model_validate(raw_server)))
         if server is None:
             continue
-        outcomes.append(_evaluate_server(kb, server, report, index, ctx, previous))
+        outcomes.append(_evaluate_server(kb, server, report, index, contexts, previous))
     return outcomes
 
 
+class _LazyContexts:
+    """Contexts of one report, built only if some server has rules due: in steady state
+    (no config change, metric window not elapsed) a report costs no parsing here."""
+
+    def __init__(self, report: Report, previous: Report | None) -> None:
+        self.report, self.previous, self._built = report, previous, None
+
+    def __getitem__(self, index: int) -> dict:
+        if self._built is None:
+            history = [self.previous.raw] if self.previous else []
+            self._built = build_contexts(self.report.raw, history)
+        return self._built[index]
+
+
 def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
-                     ctx: dict, previous: Report | None) -> ServerOutcome:
+                     contexts: _LazyContexts, previous: Report | None) -> ServerOutcome:
     raw_server = report.raw["servers"][index]
     state, _ = ServerAuditState.objects.get_or_create(server=server)
     fingerprint = config_fingerprint(raw_server, report.raw.get("gpus") or [], kb.version)
@@ -109,8 +121,10 @@ def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
     run_metrics = run_config or _metrics_due(state, report.collected_at)
     cadences = [c for c, due in (("config", run_config), ("metrics", run_metrics)) if due]
     outcome = ServerOutcome(server.pk, cadences)
+    _still_seen(server, report, kb, {"config", "metrics"} - set(cadences))
     if not cadences:
         return outcome
+    ctx = contexts[index]
     results = _run(kb, cadences, ctx, report, index, state, previous)
     initial = server.first_seen >= report.collected_at
     _apply(server, report, kb, cadences, results, outcome, initial)
@@ -121,6 +135,15 @@ def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
         state.metrics_evaluated_at, state.metrics_baseline = report.collected_at, report
     state.save()
     return outcome
+
+
+def _still_seen(server: Server, report: Report, kb: Any, skipped: set[str]) -> None:
+    """Rules not due this time are presumed still firing: refresh their last_seen."""
+    if not skipped:
+        return
+    rule_ids = [rule.id for rule in kb.rules if rule.cadence in skipped]
+    server.findings.active().filter(rule_id__in=rule_ids).update(
+        last_seen=report.collected_at, last_report=report)
 
 
 def _run(kb: Any, cadences: list[str], ctx: dict, report: Report, index: int,

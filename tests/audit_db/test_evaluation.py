@@ -174,3 +174,28 @@ def test_a_changed_rule_file_re_evaluates_the_fleet(
 
 def test_a_report_for_an_unknown_id_is_ignored():
     assert evaluation.evaluate_report(uuid.uuid4()) is None
+
+
+def test_a_steady_report_refreshes_last_seen_without_re_running_the_rules(ingest):
+    from audit.models import ServerAuditState
+
+    evaluation.evaluate_report(ingest(0, vllm_version="0.27.0", installed_vllm_version="0.27.0"))
+    state = ServerAuditState.objects.get()
+    events = FindingEvent.objects.count()
+    outcomes = evaluation.evaluate_report(
+        ingest(1, vllm_version="0.27.0", installed_vllm_version="0.27.0"))
+
+    assert outcomes[0].cadences == []
+    assert ServerAuditState.objects.get().config_evaluated_at == state.config_evaluated_at
+    assert FindingEvent.objects.count() == events
+    assert _open(CEILING).last_seen == datetime(2026, 11, 29, 8, 1, tzinfo=UTC)
+
+
+def test_metric_rules_run_again_once_the_window_has_elapsed(ingest, settings):
+    settings.AUDIT_METRICS_INTERVAL_S = 300
+    evaluation.evaluate_report(ingest(0, vllm_version="0.25.1", installed_vllm_version="0.25.1"))
+    assert evaluation.evaluate_report(
+        ingest(2, vllm_version="0.25.1", installed_vllm_version="0.25.1"))[0].cadences == []
+    later = evaluation.evaluate_report(
+        ingest(6, vllm_version="0.25.1", installed_vllm_version="0.25.1"))
+    assert later[0].cadences == ["metrics"]

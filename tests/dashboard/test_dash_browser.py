@@ -98,8 +98,8 @@ def test_the_host_page_draws_charts_with_data_points(page, live_server, seeded):
             return [c.dataset.chart, n];
         }))""")
     kv = [n for chart_id, n in points.items() if chart_id.endswith("-kv")]
-    assert kv and all(n > 100 for n in kv), points
-    assert points["host-gpumem"] > 100 and points["host-gpupower"] > 100
+    assert kv and all(n > 50 for n in kv), points  # 5 h of data in 288 s buckets
+    assert points["host-gpumem"] > 50 and points["host-gpupower"] > 50
     shot(page, "host-detail")
 
 
