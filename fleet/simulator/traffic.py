@@ -167,7 +167,7 @@ class TrafficState:
         """(extra labels, value) pairs of a driven counter family."""
         if name == "vllm:request_success":
             reasons = ["stop", "length", "abort"]
-            if self.era.since and self.era.since >= "0.20.0":
+            if self.era.since in ("0.20.0", "0.29.0"):
                 reasons += ["error", "repetition"]  # pre-created from 0.25.1 (INDEX.md)
             return [({"finished_reason": r}, self.counters.get(f"finished:{r}", 0.0))
                     for r in reasons]
