@@ -22,14 +22,30 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# The demo: embedded SQLite, tasks in-process, file-backend email under var/mail, a local
+# webhook receiver (var/webhook) and the replayed fleet (`simulate_fleet`, log in
+# var/simulator.log) playing its ~3-minute story against runserver. Ctrl-C stops both.
+DEMO_PORT ?= 8000
+DEMO_HOOK_PORT ?= 8025
+DEMO_RUN_ENV := $(DEMO_ENV) AUDIT_METRICS_INTERVAL_S=30 ALERT_GROUP_WINDOW_S=20 LOG_LEVEL=WARNING \
+	ALERTS_ALLOW_PRIVATE_WEBHOOKS=true EMAIL_BACKEND=django.core.mail.backends.filebased.EmailBackend \
+	SITE_URL=http://127.0.0.1:$(DEMO_PORT)
+
 demo: $(STAMP)
 	mkdir -p var
-	$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput -v0
-	$(DEMO_ENV) $(BIN)/python manage.py demo_seed
+	$(DEMO_RUN_ENV) $(BIN)/python manage.py migrate --noinput -v0
+	$(DEMO_RUN_ENV) $(BIN)/python manage.py demo_seed --no-fixtures \
+		--alert-email ops@example.com \
+		--alert-webhook http://127.0.0.1:$(DEMO_HOOK_PORT)/fleet-alerts
 	@echo ""
-	@echo "  vLLM Fleet Audit demo: http://127.0.0.1:8000/   login: demo / demo"
+	@echo "  vLLM Fleet Audit demo: http://127.0.0.1:$(DEMO_PORT)/   login: demo / demo"
+	@echo "  replayed fleet: var/simulator.log; alerts: var/mail/ and var/webhook/"
 	@echo ""
-	$(DEMO_ENV) $(BIN)/python manage.py runserver 127.0.0.1:8000
+	@$(DEMO_RUN_ENV) bash -c '$(BIN)/python manage.py simulate_fleet \
+		--url http://127.0.0.1:$(DEMO_PORT) --receiver-port $(DEMO_HOOK_PORT) \
+		>> var/simulator.log 2>&1 & sim=$$!; \
+		trap "kill $$sim 2>/dev/null; wait $$sim 2>/dev/null" EXIT; \
+		$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(DEMO_PORT)'
 
 demo-reset:
 	rm -rf var
@@ -41,6 +57,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: $(STAMP) services lint
+	@command -v chromium >/dev/null 2>&1 || apt-get install -y chromium \
+		|| echo "chromium missing: browser tests will be skipped (apt-get install -y chromium)"
 	$(TEST_ENV) $(BIN)/pytest
 
 bench: $(STAMP)

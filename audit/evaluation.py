@@ -233,12 +233,11 @@ def _upsert(server: Server, report: Report, result: FindingResult, finding: Find
 def _server_events(server: Server, report: Report, ctx: dict, kb: Any,
                    outcome: ServerOutcome, initial: bool) -> None:
     """Events about the server itself: version change, pending upgrade, bare restart."""
-    changes = {e.kind: e for e in ChangeEvent.objects.filter(report=report, server=server)}
     at = report.collected_at
-    version_change = changes.get(ChangeEvent.Kind.VERSION_CHANGED)
-    if version_change is not None:
+    versions = _changes_since_last_evaluation(server, report, ChangeEvent.Kind.VERSION_CHANGED)
+    if versions and versions[0].old_value != versions[-1].new_value:
         _event(server, FindingEvent.Kind.VERSION_CHANGED, at, initial, {
-            "old": version_change.old_value, "new": version_change.new_value,
+            "old": versions[0].old_value, "new": versions[-1].new_value,
             "opened": _severe(server, outcome.opened), "resolved": outcome.resolved})
     vllm = ctx.get("vllm") or {}
     if vllm.get("pending_upgrade") and _pending_is_new(server, vllm.get("installed")):
@@ -249,6 +248,21 @@ def _server_events(server: Server, report: Report, ctx: dict, kb: Any,
     if vllm.get("restarted_without_change"):
         _event(server, FindingEvent.Kind.RESTARTED_WITHOUT_CHANGE, at, initial,
                {"restarts": vllm.get("restarts")})
+
+
+def _changes_since_last_evaluation(server: Server, report: Report,
+                                    kind: str) -> list[ChangeEvent]:
+    """``kind`` changes recorded by this report and by the host's reports collected since
+    the last evaluated one, oldest first. Those reports are skipped as late replays when a
+    newer one is evaluated first (two workers, spool replay), so their changes count here."""
+    last = (Report.objects.filter(host_id=server.host_id, evaluated_at__isnull=False,
+                                  collected_at__lt=report.collected_at)
+            .order_by("-collected_at").values_list("collected_at", flat=True).first())
+    changes = ChangeEvent.objects.filter(server=server, kind=kind,
+                                         report__collected_at__lte=report.collected_at)
+    if last is not None:
+        changes = changes.filter(report__collected_at__gt=last)
+    return list(changes.order_by("report__collected_at", "id"))
 
 
 def _event(server: Server, kind: str, at: datetime, initial: bool, payload: dict) -> None:

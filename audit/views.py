@@ -127,8 +127,8 @@ def finding_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     })
 
 
-@require_POST
 @permits("acknowledge")
+@require_POST
 def finding_acknowledge(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     """Acknowledge with an optional note (operator or admin); recorded with the user."""
     finding = get_finding_for_user(request, code)
@@ -145,8 +145,8 @@ def finding_acknowledge(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     return _back(request, finding)
 
 
-@require_POST
 @permits("silence")
+@require_POST
 def finding_silence(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     """Silence until a time with a reason (operator or admin); recorded with the user."""
     finding = get_finding_for_user(request, code)

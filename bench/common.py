@@ -137,9 +137,12 @@ def bench_env(db_url: str, **overrides: str) -> dict[str, str]:
 def setup_django(env: dict[str, str]) -> None:
     """Configure Django in this process with ``env`` and migrate the bench database."""
     os.environ.update({k: v for k, v in env.items() if k not in ("PYTHONPATH",)})
+    import warnings
+
     import django
     from django.core.management import call_command
 
+    warnings.filterwarnings("ignore", "No directory at", UserWarning)
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
 
@@ -233,8 +236,9 @@ class Gunicorn:
 @contextlib.contextmanager
 def celery_worker(env: dict[str, str], concurrency: int = 1) -> Iterator[subprocess.Popen]:
     """A Celery worker (prefork, ``concurrency`` processes) on every queue; stopped after."""
-    cmd = [str(VENV_BIN / "celery"), "-A", "config", "worker", "-Q", "evaluate,alerts,default",
-           "--concurrency", str(concurrency), "--loglevel", "WARNING", "--without-gossip",
+    cmd = [str(VENV_BIN / "celery"), "--quiet", "-A", "config", "worker",
+           "-Q", "evaluate,alerts,default", "--concurrency", str(concurrency),
+           "--loglevel", "WARNING", "--without-gossip",
            "--without-mingle", "--without-heartbeat", "-n", f"bench-{uuid.uuid4().hex[:6]}@%h"]
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True)
     try:
@@ -410,3 +414,18 @@ def machine_note() -> str:
     cores = os.cpu_count()
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return f"{cores} cores, {mem_gib:.0f} GiB, load average {os.getloadavg()[0]:.2f} at start"
+
+
+def api_client() -> Any:
+    """An in-process Django test client for the product API (Host header allowed)."""
+    from django.test import Client
+
+    return Client(HTTP_HOST="127.0.0.1")
+
+
+def post_in_process(client: Any, body: bytes, token: str) -> int:
+    """POST one gzip body to ``/api/v1/reports`` through the WSGI handler; the status."""
+    response = client.post("/api/v1/reports", body, content_type="application/json",
+                           headers={"Authorization": f"Bearer {token}",
+                                    "Content-Encoding": "gzip"})
+    return response.status_code

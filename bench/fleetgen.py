@@ -121,12 +121,13 @@ def make_findings(servers: list[Server], count: int, rng: random.Random,
     return findings
 
 
-def generate(hosts: int, servers_per_host: int = 3, findings: int = 200_000,
+def generate(hosts: int, servers_per_host: int = 3, findings_per_host: float = 20,
              spark_hosts: int = 200, seed: int = 1) -> dict[str, int]:
     """Grow the generated fleet to ``hosts`` hosts (existing ``gen-`` hosts are kept, so
-    a benchmark can measure at 1/10 scale, then grow). Findings scale with the hosts
-    added (``findings * added / hosts``). The first ``spark_hosts`` new hosts get one
-    hour of one-minute samples for the overview sparkline. Returns what was added."""
+    a benchmark can measure at 1/10 scale, then grow), adding ``findings_per_host`` active
+    findings per new host (20 = issue 6's 200,000 findings on 10,000 hosts). The first
+    ``spark_hosts`` new hosts get one hour of one-minute samples for the overview
+    sparkline. Returns what was added."""
     rng = random.Random(seed + hosts)
     now = timezone.now()
     have = Host.objects.filter(machine_id__startswith=PREFIX).count()
@@ -143,7 +144,7 @@ def generate(hosts: int, servers_per_host: int = 3, findings: int = 200_000,
         for chunk in _chunks(gpus):
             Gpu.objects.bulk_create(chunk)
         servers = list(Server.objects.filter(host__in=new_hosts).only("pk", "host_id"))
-        share = math.ceil(findings * len(new_hosts) / hosts)
+        share = math.ceil(findings_per_host * len(new_hosts))
         rows = make_findings(servers, share, rng, now)
         for chunk in _chunks(rows):
             Finding.objects.bulk_create(chunk)
@@ -183,7 +184,8 @@ def _sample(server_id: int, ts: datetime, step_s: int, rng: random.Random,
         "kv_cache_usage": min(1.0, load * 0.9 + rng.gauss(0, 0.02)),
         "requests_running": float(running),
         "requests_waiting": float(max(0, round((load - 0.8) * 60))),
-        "generation_tps": running * rng.uniform(28, 34), "prompt_tps": running * rng.uniform(300, 420),
+        "generation_tps": running * rng.uniform(28, 34),
+        "prompt_tps": running * rng.uniform(300, 420),
         "ttft_p50_s": 0.08 + load * 0.25, "ttft_p99_s": 0.3 + load * 1.6 * rng.uniform(0.8, 1.3),
         "tpot_p50_s": 0.02 + load * 0.012, "tpot_p99_s": 0.04 + load * 0.05,
         "preemptions": float(rng.random() < 0.01 and rng.randint(1, 5)),
@@ -208,7 +210,8 @@ def gpu_samples(gpu: Gpu, start: datetime, end: datetime, step_s: int,
         load = 0.55 + 0.35 * math.sin(2 * math.pi * ((ts.hour * 60 + ts.minute) / 1440 - 0.3))
         rows.append(GpuSample(gpu=gpu, ts=ts, memory_used_bytes=int(total * 0.92),
                               utilization_pct=min(100.0, load * 100 + rng.gauss(0, 3)),
-                              temperature_c=45 + load * 30, power_draw_w=limit * (0.3 + 0.6 * load)))
+                              temperature_c=45 + load * 30,
+                              power_draw_w=limit * (0.3 + 0.6 * load)))
         ts += timedelta(seconds=step_s)
     return rows
 

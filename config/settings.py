@@ -128,8 +128,10 @@ X_FRAME_OPTIONS = "DENY"
 
 # Caches back the ingest rate limiter: shared Redis in production, per-process otherwise.
 if REDIS_URL:
+    # Timeouts: a Redis that stops answering must not hang ingest requests.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": REDIS_URL, "KEY_PREFIX": "fleet"}}
+                          "LOCATION": REDIS_URL, "KEY_PREFIX": "fleet",
+                          "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

@@ -10,11 +10,14 @@ both pass: the limit protects the server from a runaway agent, not a race.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 
 from django.conf import settings
 from django.core.cache import cache
+
+log = logging.getLogger(__name__)
 
 
 def check_rate(key: str, now: float | None = None) -> float:
@@ -27,8 +30,13 @@ def check_rate(key: str, now: float | None = None) -> float:
     tolerance = interval * (settings.INGEST_BURST - 1)
     now = time.time() if now is None else now
     cache_key = f"ingest-rate:{key}"
-    tat = max(float(cache.get(cache_key) or 0.0), now)  # theoretical arrival time
-    if tat - now > tolerance:
-        return tat - tolerance - now
-    cache.set(cache_key, tat + interval, timeout=math.ceil(tolerance + interval) + 1)
+    try:
+        tat = max(float(cache.get(cache_key) or 0.0), now)  # theoretical arrival time
+        if tat - now > tolerance:
+            return tat - tolerance - now
+        cache.set(cache_key, tat + interval, timeout=math.ceil(tolerance + interval) + 1)
+    except Exception as exc:  # noqa: BLE001 - any cache backend error
+        # Redis (the cache) is down: storing the report matters more than limiting it,
+        # so the limiter fails open (issue 8: reports are still accepted while Redis is down).
+        log.warning("rate-limit cache unavailable, request allowed: %s", exc)
     return 0.0

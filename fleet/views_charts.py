@@ -161,12 +161,15 @@ def server_charts(server_id: int, series: dict[str, list], missing: list[str],
             continue
         datasets = [{"label": label, "data": series.get(col, [])} for col, label in columns]
         has_values = any(p[1] is not None for d in datasets for p in d["data"])
-        note = None
+        absent = any(name in (missing or []) for name in needs)
+        note = MISSING_WORDS[key] if absent else None
         if not has_values:
-            absent = any(name in (missing or []) for name in needs)
-            note = MISSING_WORDS[key] if absent else "no data in this window"
+            note = note or "no data in this window"
+        # With values, the canvas is drawn and the note (if any) says the newest scrape
+        # lacks the metric, so the flat end of the line is not read as zero.
         chart = {"id": f"s{server_id}-{key}", "title": title, "unit": unit,
-                 "datasets": datasets, "note": note, "baseline": None}
+                 "datasets": datasets, "note": note, "baseline": None,
+                 "draw": has_values}
         if key == "spec" and baseline:
             rate = baseline.get("acceptance_rate")
             chart["baseline"] = None if rate is None else round(rate * 100, 2)
@@ -184,7 +187,7 @@ def gpu_charts(gpus: list[Any], series: dict[int, dict[str, list]]) -> list[dict
                     for g in gpus]
         has_values = any(p[1] is not None for d in datasets for p in d["data"])
         charts.append({"id": f"host-{key}", "title": title, "unit": unit, "datasets": datasets,
-                       "baseline": None,
+                       "baseline": None, "draw": has_values,
                        "note": None if has_values else "no GPU samples in this window"})
     return charts
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.db.models import (
     Case,
@@ -32,7 +34,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Cast, TruncMinute
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -48,6 +50,8 @@ DEFAULT_INTERVAL_S = 30
 STALE_INTERVALS = 3
 OFFLINE_INTERVALS = 10
 PAGE_SIZE = 50
+OPTIONS_TTL_S = 60
+LABEL_KEY_RE = re.compile(r"(?!.*__)[A-Za-z0-9][A-Za-z0-9_.-]*")
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 #: Finding kinds that make a version risky: an upstream bug or a version ceiling (issue 6).
 RISKY_KINDS = ("known_issue", "ceiling")
@@ -55,8 +59,13 @@ RISKY_SEVERITIES = ("critical", "high")
 #: How far back a "moved onto a risky version" banner looks.
 BANNER_WINDOW = timedelta(days=7)
 SPARK_WINDOW = timedelta(hours=1)
+SPARK_SLOT_S = 120
+SPARK_SLOTS = int(SPARK_WINDOW.total_seconds() // SPARK_SLOT_S)
 SORTS = {"host": "hostname", "seen": "last_seen", "worst": "worst_rank",
          "findings": "open_findings"}
+#: Finding statuses that count as open. Spelled as IN (...) rather than "not resolved" so
+#: PostgreSQL can answer from the (status, severity) index.
+ACTIVE = ("open", "acknowledged", "silenced")
 
 RANK_CASE = Case(*[When(severity=name, then=Value(rank)) for name, rank in
                    SEVERITY_ORDER.items()], default=Value(0), output_field=IntegerField())
@@ -110,10 +119,10 @@ def fleet_counts(now: datetime, statuses: dict[str, Q]) -> dict[str, Any]:
     pending upgrades. Four aggregate queries."""
     hosts = Host.objects.aggregate(total=Count("pk"), **{
         name: Count("pk", filter=q) for name, q in statuses.items()})
-    by_severity = dict(Finding.objects.active().order_by().values_list("severity")
-                       .annotate(n=Count("pk")))
-    risky = (Finding.objects.active().filter(kind__in=RISKY_KINDS,
-                                             severity__in=RISKY_SEVERITIES)
+    by_severity = dict(Finding.objects.filter(status__in=ACTIVE).order_by()
+                       .values_list("severity").annotate(n=Count("*")))
+    risky = (Finding.objects.filter(status__in=ACTIVE, kind__in=RISKY_KINDS,
+                                    severity__in=RISKY_SEVERITIES)
              .order_by().values("server_id").distinct().count())
     pending = (Server.objects.filter(is_running=True).exclude(installed_vllm_version="")
                .exclude(vllm_version="")
@@ -140,9 +149,11 @@ def _exists(model_qs: QuerySet, **filters: Any) -> Exists:
 
 
 def _label_q(text: str) -> Q:
-    key, sep, value = text.partition("=")
-    if sep and key.strip():
-        return Q(**{f"labels__{key.strip()}": value.strip()})
+    """``key=value`` matches that label exactly; anything else searches keys and values.
+    Only plain keys become a JSON lookup (no ``__`` that Django would read as a path)."""
+    key, sep, value = (part.strip() for part in text.partition("="))
+    if sep and LABEL_KEY_RE.fullmatch(key):
+        return Q(**{f"labels__{key}": value})  # a key transform: works on SQLite too
     return Q(labels_text__icontains=text)
 
 
@@ -157,7 +168,7 @@ def filtered_hosts(params: dict[str, str], statuses: dict[str, Q]) -> QuerySet[H
     if params.get("status") in statuses:
         hosts = hosts.filter(statuses[params["status"]])
     if params.get("severity") in SEVERITIES:
-        hosts = hosts.filter(_exists(Finding.objects.active(), severity=params["severity"]))
+        hosts = hosts.filter(pk__in=_hosts_with([params["severity"]]))
     if params.get("version"):
         hosts = hosts.filter(_exists(running, vllm_version=params["version"]))
     if params.get("model"):
@@ -174,9 +185,9 @@ def filtered_hosts(params: dict[str, str], statuses: dict[str, Q]) -> QuerySet[H
 def annotate_worst(hosts: QuerySet[Host]) -> QuerySet[Host]:
     """Add ``worst_rank`` (4 critical .. 0 info, None when clean), ``worst_title``,
     ``worst_severity`` and ``open_findings`` as correlated subqueries."""
-    worst = (Finding.objects.active().filter(host=OuterRef("pk")).annotate(rank=RANK_CASE)
-             .order_by("-rank", "-last_seen"))
-    count = (Finding.objects.active().filter(host=OuterRef("pk")).order_by()
+    worst = (Finding.objects.filter(status__in=ACTIVE, host=OuterRef("pk"))
+             .annotate(rank=RANK_CASE).order_by("-rank", "-last_seen"))
+    count = (Finding.objects.filter(status__in=ACTIVE, host=OuterRef("pk")).order_by()
              .values("host").annotate(n=Count("pk")).values("n"))
     return hosts.annotate(worst_rank=Subquery(worst.values("rank")[:1]),
                           worst_title=Subquery(worst.values("title")[:1]),
@@ -190,6 +201,51 @@ def ordered(hosts: QuerySet[Host], sort: str) -> QuerySet[Host]:
     descending = sort.startswith("-") or sort == ""
     expr = F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)
     return hosts.order_by(expr, "hostname")
+
+
+def _hosts_with(severities: list[str] | tuple[str, ...]) -> QuerySet:
+    """Subquery of host ids with an open finding of one of ``severities`` (a semi-join
+    PostgreSQL answers from the severity index, not one probe per host)."""
+    return (Finding.objects.filter(status__in=ACTIVE, severity__in=severities).order_by()
+            .values("host_id"))
+
+
+class WorstFirst:
+    """The filtered hosts ordered by worst open finding, then hostname, for a Paginator.
+
+    Sorting 10,000 hosts by a per-host subquery costs a probe per host; instead each
+    severity level is one semi-join ("hosts whose worst finding is high" = hosts with a
+    high finding and none critical), fetched only as far as the requested page reaches.
+    Page 1 of a real fleet usually needs the critical and high levels only.
+    """
+
+    LEVELS: tuple[str | None, ...] = (*SEVERITIES, None)
+
+    def __init__(self, hosts: QuerySet[Host], descending: bool = True) -> None:
+        self.hosts = hosts
+        self.levels = self.LEVELS if descending else tuple(reversed(self.LEVELS))
+
+    def count(self) -> int:
+        return self.hosts.count()
+
+    def _level_ids(self, level: str | None) -> list[int]:
+        rank = SEVERITIES.index(level) if level else len(SEVERITIES)
+        qs = self.hosts.exclude(pk__in=_hosts_with(SEVERITIES[:rank])) if rank else self.hosts
+        if level is not None:
+            qs = qs.filter(pk__in=_hosts_with([level]))
+        return list(qs.order_by("hostname", "pk").values_list("pk", flat=True))
+
+    def __getitem__(self, window: slice) -> list[Host]:
+        start, stop = window.start or 0, window.stop
+        ids: list[int] = []
+        for level in self.levels:
+            if stop is not None and len(ids) >= stop:
+                break
+            ids.extend(self._level_ids(level))
+        page_ids = ids[start:stop]
+        rows = with_page_relations(annotate_worst(Host.objects.filter(pk__in=page_ids)))
+        by_id = {h.pk: h for h in rows}
+        return [by_id[pk] for pk in page_ids if pk in by_id]
 
 
 # ----------------------------------------------------------------------------- rows
@@ -229,43 +285,53 @@ def with_page_relations(hosts: QuerySet[Host]) -> QuerySet[Host]:
 
 def kv_sparklines(host_ids: list[int], now: datetime, width: int = 90,
                   height: int = 18) -> dict[int, dict[str, Any]]:
-    """Per host: the highest KV-cache usage of its servers per minute over the last hour,
-    as SVG polyline segments (a missing minute breaks the line: no data is not zero).
+    """Per host: the highest KV-cache usage of its servers per 2-minute slot over the last
+    hour, as SVG polyline segments (a missing slot breaks the line: no data is not zero).
 
     Returns ``{host_id: {"segments": ["x,y x,y", ...], "last": float | None}}``.
     """
+    from fleet.views_charts import EpochBucket  # one bucketing expression for all charts
+
     start = now - SPARK_WINDOW
+    first = int(start.timestamp() // SPARK_SLOT_S)
     rows = (MetricSample.objects.filter(server__host_id__in=host_ids, ts__gte=start)
-            .annotate(minute=TruncMinute("ts")).order_by()
-            .values_list("server__host_id", "minute").annotate(kv=Max("kv_cache_usage")))
+            .annotate(slot=EpochBucket(F("ts"), Value(SPARK_SLOT_S))).order_by()
+            .values_list("server__host_id", "slot").annotate(kv=Max("kv_cache_usage")))
     per_host: dict[int, dict[int, float | None]] = {}
-    for host_id, minute, kv in rows:
-        slot = int((minute - start).total_seconds() // 60)
-        per_host.setdefault(host_id, {})[min(max(slot, 0), 59)] = kv
+    for host_id, slot, kv in rows:
+        per_host.setdefault(host_id, {})[min(max(int(slot) - first, 0), SPARK_SLOTS - 1)] = kv
     return {host_id: _spark(points, width, height) for host_id, points in per_host.items()}
 
 
 def _spark(points: dict[int, float | None], width: int, height: int) -> dict[str, Any]:
-    segments, current = [], []
-    for slot in range(60):
+    segments: list[list[tuple[float, float]]] = [[]]
+    for slot in range(SPARK_SLOTS):
         value = points.get(slot)
         if value is None:
-            if current:
-                segments.append(" ".join(current))
-            current = []
+            if segments[-1]:
+                segments.append([])
             continue
-        x = round(slot * (width - 1) / 59, 1)
+        x = round(slot * (width - 1) / (SPARK_SLOTS - 1), 1)
         y = round((height - 1) - max(0.0, min(1.0, value)) * (height - 2), 1)
-        current.append(f"{x},{y}")
-    if current:
-        segments.append(" ".join(current))
+        segments[-1].append((x, y))
+    drawn = []
+    for seg in filter(None, segments):
+        if len(seg) == 1:  # a lone minute still shows, as a short dash
+            seg = [seg[0], (seg[0][0] + 2, seg[0][1])]
+        drawn.append(" ".join(f"{x},{y}" for x, y in seg))
     last = next((points[s] for s in sorted(points, reverse=True) if points[s] is not None),
                 None)
-    return {"segments": segments, "last": last}
+    return {"segments": drawn, "last": last}
 
 
 def filter_options() -> dict[str, list[str]]:
-    """Values for the filter drop-downs: running vLLM versions, GPU names, model ids."""
+    """Values for the filter drop-downs: running vLLM versions, GPU names, model ids.
+    Cached for :data:`OPTIONS_TTL_S` (a new version showing up a minute late in a
+    drop-down is harmless; three DISTINCT scans per page view are not free)."""
+    return cache.get_or_set("fleet:overview-filter-options", _filter_options, OPTIONS_TTL_S)
+
+
+def _filter_options() -> dict[str, list[str]]:
     running = Server.objects.filter(is_running=True).order_by()
     versions = sorted(v for v in running.values_list("vllm_version", flat=True).distinct() if v)
     gpus = sorted(Gpu.objects.filter(is_present=True).order_by()
@@ -306,8 +372,12 @@ def overview(request: HttpRequest) -> HttpResponse:
     params = {k: request.GET.get(k, "").strip() for k in FILTER_KEYS}
     sort = request.GET.get("sort", "-worst")
     statuses = status_filters(now)
-    hosts = ordered(annotate_worst(filtered_hosts(params, statuses)), sort)
-    page = Paginator(with_page_relations(hosts), PAGE_SIZE).get_page(request.GET.get("page"))
+    hosts = filtered_hosts(params, statuses)
+    if sort.lstrip("-") in ("worst", ""):
+        listing: Any = WorstFirst(hosts, descending=sort != "worst")
+    else:
+        listing = with_page_relations(ordered(annotate_worst(hosts), sort))
+    page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
     keep = {k: v for k, v in params.items() if v}
     return render(request, "fleet/overview.html", {
         "now": now, "counts": fleet_counts(now, statuses), "moves": risky_moves(now),

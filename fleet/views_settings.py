@@ -74,8 +74,8 @@ def settings_index(request: HttpRequest) -> HttpResponse:
     return _page(request)
 
 
-@require_POST
 @permits("manage_secrets")
+@require_POST
 def secret_create(request: HttpRequest) -> HttpResponse:
     """Create an enrollment secret and show its plaintext this once."""
     form = SecretForm(request.POST)
@@ -85,8 +85,8 @@ def secret_create(request: HttpRequest) -> HttpResponse:
     return _page(request, new_secret=plaintext, new_secret_row=row)
 
 
-@require_POST
 @permits("manage_secrets")
+@require_POST
 def secret_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     """Revoke an enrollment secret: agents can no longer enroll with it."""
     secret = get_object_or_404(EnrollmentSecret, pk=pk, revoked_at=None)
@@ -96,8 +96,8 @@ def secret_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("fleet:settings")
 
 
-@require_POST
 @permits("manage_tokens")
+@require_POST
 def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     """Revoke a host token: that agent's next report gets 401."""
     token = get_object_or_404(AgentToken.objects.select_related("host"), pk=pk, revoked_at=None)
@@ -106,8 +106,8 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("fleet:settings")
 
 
-@require_POST
 @permits("manage_users")
+@require_POST
 def user_create(request: HttpRequest) -> HttpResponse:
     """Create a user with a password and a role."""
     form = UserForm(request.POST)
@@ -120,8 +120,8 @@ def user_create(request: HttpRequest) -> HttpResponse:
     return redirect("fleet:settings")
 
 
-@require_POST
 @permits("manage_users")
+@require_POST
 def user_role(request: HttpRequest, pk: int) -> HttpResponse:
     """Change a user's role. Admins cannot demote themselves (no locking yourself out)."""
     user = get_object_or_404(get_user_model(), pk=pk)

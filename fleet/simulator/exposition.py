@@ -224,11 +224,7 @@ def labels(base: dict[str, str], **extra: str) -> str:
 
 def render(state: TrafficState) -> str:
     """The full ``/metrics`` body for one simulated server at its current state."""
-    era = state.era
-    blocks = parse_capture(era.capture)
-    base = {"model_name": state.model_name}
-    if any('engine="' in s for b in blocks for s in b.samples if s.startswith("vllm:")):
-        base["engine"] = "0"
+    blocks = parse_capture(state.era.capture)
     driven = _driven_families(state, blocks)
     out: list[str] = []
     done: set[str] = set()
@@ -290,7 +286,7 @@ def _driven_families(state: TrafficState, blocks: tuple[Block, ...]) -> dict:
 
 def _head(name: str, kind: str, comments: list[str], suffix: str = "") -> list[str]:
     if comments:
-        return comments
+        return list(comments)  # never append to the cached capture's lists
     sample = name + suffix
     return [f"# HELP {sample} {_HELP.get(name, name.split(':', 1)[-1].replace('_', ' '))}",
             f"# TYPE {sample} {kind}"]

@@ -161,7 +161,7 @@ class ProcNode:
         config = {"ID": container_id, "Image": "sha256:" + "ab" * 32,
                   "Config": {"Image": image} if image else {},
                   "NetworkSettings": {"Ports": {
-                      f"{c}/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(h)}]
+                      f"{c}/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(h)}]  # noqa: S104
                       for c, h in (ports or {}).items()}}}
         self.write_file(None, f"/var/lib/docker/containers/{container_id}/config.v2.json",
                         json.dumps(config))

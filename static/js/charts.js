@@ -12,6 +12,17 @@
   var palette = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7"];
   var spanMs = data.end - data.start;
 
+  /* Tick spacing on whole clock units: about six ticks per window. */
+  var STEPS = [600e3, 900e3, 1800e3, 3600e3, 7200e3, 10800e3, 21600e3, 43200e3, 86400e3];
+  var step = STEPS.find(function (s) { return spanMs / s <= 8; }) || 86400e3;
+
+  /* A point with no neighbour would be invisible with radius 0: draw it as a dot. */
+  function isolated(ctx) {
+    var d = ctx.dataset.data, i = ctx.dataIndex;
+    var before = i > 0 && d[i - 1].y !== null, after = i < d.length - 1 && d[i + 1].y !== null;
+    return d[i].y !== null && !before && !after ? 2 : 0;
+  }
+
   function pad(n) { return (n < 10 ? "0" : "") + n; }
   function tick(ms) {
     var d = new Date(ms);
@@ -25,7 +36,7 @@
         label: ds.label,
         data: ds.data.map(function (p) { return {x: p[0], y: p[1]}; }),
         borderColor: palette[i % palette.length], backgroundColor: palette[i % palette.length],
-        borderWidth: 1.4, pointRadius: 0, pointHitRadius: 6, spanGaps: false, tension: 0
+        borderWidth: 1.4, pointRadius: isolated, pointHitRadius: 6, spanGaps: false, tension: 0
       };
     });
     if (spec.baseline !== null && spec.baseline !== undefined) {
@@ -54,7 +65,8 @@
         },
         scales: {
           x: {type: "linear", min: data.start, max: data.end,
-              ticks: {color: fg, maxTicksLimit: 7, callback: tick, font: {size: 10}}, grid: {color: grid}},
+              ticks: {color: fg, stepSize: step, autoSkip: true, maxRotation: 0, callback: tick,
+                      font: {size: 10}}, grid: {color: grid}},
           y: {beginAtZero: true, ticks: {color: fg, font: {size: 10}}, grid: {color: grid}}
         }
       }

@@ -55,9 +55,9 @@ def page(browser: Any) -> Iterator[Any]:
     tab.close()
 
 
-def shot(page: Any, name: str) -> None:
+def shot(page: Any, name: str, full_page: bool = True) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
 
 
 def sign_in(page: Any, live_server: Any, username: str) -> None:
@@ -83,6 +83,8 @@ def test_an_operator_signs_in_and_sees_the_fleet_with_counts(page, live_server, 
     hosts = page.locator("#hosts tbody tr").all_inner_texts()
     assert len(hosts) == 3 and any("gpu-h100-push-01" in h for h in hosts)
     shot(page, "overview")
+    page.emulate_media(color_scheme="dark")  # the theme follows the system setting
+    shot(page, "overview-dark", full_page=False)
 
 
 def test_the_host_page_draws_charts_with_data_points(page, live_server, seeded):
@@ -101,6 +103,13 @@ def test_the_host_page_draws_charts_with_data_points(page, live_server, seeded):
     assert kv and all(n > 50 for n in kv), points  # 5 h of data in 288 s buckets
     assert points["host-gpumem"] > 50 and points["host-gpupower"] > 50
     shot(page, "host-detail")
+    shot(page, "host-detail-top", full_page=False)
+    page.locator("section.server .charts").first.screenshot(
+        path=str(SHOTS / "host-detail-server-charts.png"))
+    page.emulate_media(color_scheme="dark")
+    page.reload()
+    page.wait_for_selector("canvas[data-chart]")
+    shot(page, "host-detail-dark", full_page=False)
 
 
 def test_an_operator_acknowledges_and_silences_findings(page, live_server, seeded):
@@ -116,6 +125,7 @@ def test_an_operator_acknowledges_and_silences_findings(page, live_server, seede
     first.locator("button[name=ack]").click()
     page.wait_for_selector(".messages li.success")
     row = page.locator(f'tr[data-finding="{silence_code}"]')
+    row.locator("details.silence summary").click()
     row.locator("select[name=duration]").select_option("4h")
     row.locator("input[name=reason]").fill("upstream fix lands Tuesday")
     row.locator("button[name=silence]").click()

@@ -26,6 +26,9 @@ def chart_data(page: str) -> dict:
 
 
 def overview_queries(client, django_assert_max_num_queries, limit: int) -> int:
+    from django.core.cache import cache
+
+    cache.clear()  # the filter drop-downs are cached: count a cold page both times
     with django_assert_max_num_queries(limit) as captured:
         assert client.get("/").status_code == 200
     return len(captured)
@@ -34,12 +37,14 @@ def overview_queries(client, django_assert_max_num_queries, limit: int) -> int:
 def test_the_overview_query_count_does_not_grow_with_the_fleet(
         client, role_user, django_assert_max_num_queries):
     client.force_login(role_user("viewer"))
-    fleetgen.generate(hosts=20, findings=200, spark_hosts=20)
+    fleetgen.generate(hosts=20, spark_hosts=20)
     small = overview_queries(client, django_assert_max_num_queries, 25)
-    fleetgen.generate(hosts=200, findings=2000, spark_hosts=200)
+    fleetgen.generate(hosts=200, spark_hosts=200)
     large = overview_queries(client, django_assert_max_num_queries, 25)
     assert Host.objects.count() == 200
-    assert large == small
+    # Worst-first paging reads severity levels until the page is full: a bigger fleet
+    # fills page 1 sooner, so it may need fewer queries, never more.
+    assert large <= small
 
 
 def test_the_overview_counts_hosts_by_status_findings_risk_and_pending_upgrades(
@@ -232,3 +237,30 @@ def test_the_versions_page_marks_a_version_with_high_known_issues_risky(client, 
     for version in risky:
         row = page.split(f'data-version="{version}"')[1].split("</tr>")[0]
         assert "state-risky" in row or "state-blocked" in row
+
+
+def test_a_silenced_finding_that_stops_and_fires_again_comes_back_open(
+        client, role_user, enrolled, post_report, make_report):
+    from audit.evaluation import evaluate_report
+
+    _, token = enrolled()
+
+    def report(version: str) -> None:
+        body = make_report(server={"vllm_version": version, "installed_vllm_version": version})
+        assert post_report(body, token=token).status_code == 202
+        evaluate_report(body["report_id"])
+
+    report("0.29.0")
+    first = Finding.objects.get(rule_id="gemma4-version-ceiling")
+    operator = role_user("operator")
+    first.silence(operator, timezone.now() + timedelta(days=7), "upgrade window Friday")
+    report("0.25.1")
+    report("0.29.0")
+    client.force_login(operator)
+    page = client.get("/findings/", {"rule": "gemma4-version-ceiling", "status": "all"})
+    rows = re.findall(r'data-finding="([^"]+)"', page.content.decode())
+    again = Finding.objects.get(rule_id="gemma4-version-ceiling", status="open")
+    first.refresh_from_db()
+    assert first.status == "resolved" and again.pk != first.pk
+    assert set(rows) == {str(first.code), str(again.code)}
+    assert "upgrade window Friday" not in client.get(f"/findings/{again.code}/").content.decode()

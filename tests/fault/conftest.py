@@ -62,7 +62,8 @@ def rules(transactional_db: None) -> None:
 
 @pytest.fixture
 def procs(tmp_path: Path) -> Iterator[Callable[[Proc], Any]]:
-    """Register a process to be stopped at teardown (agents first, servers last)."""
+    """Register a process to be stopped at teardown: agents first, then the rest, last
+    started first."""
     started: list[Proc] = []
 
     def track(proc: Proc) -> Any:
@@ -70,7 +71,7 @@ def procs(tmp_path: Path) -> Iterator[Callable[[Proc], Any]]:
         return proc
     yield track
     errors = []
-    for proc in sorted(started, key=lambda p: not isinstance(p, Agent)):
+    for proc in sorted(reversed(started), key=lambda p: not isinstance(p, Agent)):
         try:
             proc.stop()
         except AssertionError as exc:  # an agent that did not exit cleanly
@@ -89,18 +90,20 @@ def dashboard(procs: Callable, tmp_path: Path) -> Callable[..., Dashboard]:
 
 @pytest.fixture
 def worker(procs: Callable, tmp_path: Path) -> Callable[..., Worker]:
-    """Factory: ``worker(db_url, redis_url, queues="evaluate", **env)`` -> a started worker.
+    """Factory: ``worker(db_url, redis_url, queues="evaluate", pool="solo", **env)`` -> a
+    started worker.
 
     Extra keyword arguments become environment variables (``FAULT_VISIBILITY_S``...).
     """
     count = 0
 
-    def make(db_url: str, redis_url: str, queues: str = "evaluate", **env: str) -> Worker:
+    def make(db_url: str, redis_url: str, queues: str = "evaluate", pool: str = "solo",
+             **env: str) -> Worker:
         nonlocal count
         count += 1
         log = tmp_path / f"worker-{count}.log"
         return procs(Worker(server_env(db_url, redis_url, **env), log, f"fault{count}",
-                            queues)).start()
+                            queues, pool)).start()
     return make
 
 

@@ -81,6 +81,17 @@ def server_env(db_url: str, redis_url: str, **extra: str) -> dict[str, str]:
             "PYTHONPATH": f"{HERE}{os.pathsep}{ROOT}", **extra}
 
 
+def run_django(env: dict[str, str], code: str) -> str:
+    """Run Python ``code`` in a fresh process with Django set up from ``env``; its stdout.
+
+    Raises subprocess.CalledProcessError (with the output) when it fails.
+    """
+    setup = "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', " \
+            "'config.settings'); django.setup()\n"
+    return subprocess.run([sys.executable, "-c", setup + code], cwd=ROOT, env=env, check=True,
+                          capture_output=True, text=True, timeout=60).stdout
+
+
 class Proc:
     """A subprocess in a new session; output goes to ``log``."""
 
@@ -159,13 +170,22 @@ class Dashboard(Proc):
 
 
 class Worker(Proc):
-    """``celery -A fault_worker_app worker -Q <queues> --pool solo`` (one task at a time)."""
+    """``celery -A fault_worker_app worker -Q <queues>``, one task at a time: ``solo``
+    runs it in the worker process, ``prefork`` in one pool child (production's pool)."""
 
-    def __init__(self, env: dict[str, str], log: Path, name: str, queues: str = "evaluate"):
+    def __init__(self, env: dict[str, str], log: Path, name: str, queues: str = "evaluate",
+                 pool: str = "solo"):
         super().__init__([sys.executable, "-m", "celery", "-A", "fault_worker_app", "worker",
-                          "-Q", queues, "--pool", "solo", "--without-gossip", "--without-mingle",
-                          "--without-heartbeat", "--loglevel", "INFO",
-                          "-n", f"{name}-{os.getpid()}@%h"], env, log)
+                          "-Q", queues, "--pool", pool, "--concurrency", "1",
+                          "--without-gossip", "--without-mingle", "--without-heartbeat",
+                          "--loglevel", "INFO", "-n", f"{name}-{os.getpid()}@%h"], env, log)
+
+    def children(self) -> list[int]:
+        """Pids of the worker's direct children (the prefork pool processes)."""
+        if not self.alive:
+            return []
+        path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        return [int(pid) for pid in path.read_text().split()]
 
     def start(self) -> Worker:
         """Start and wait for Celery's ``ready.`` line."""
@@ -343,7 +363,8 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with lock:
-                    received.append((dict(self.headers), json.loads(body or b"{}")))
+                    received.append(({k.lower(): v for k, v in self.headers.items()},
+                                     json.loads(body or b"{}")))
                 self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()

@@ -4,7 +4,12 @@ Idempotent: re-running keeps one user, one live demo secret and one live token p
 demo host (earlier ones are revoked) and adds one fresh report per sample host, so
 "last seen" is current. Reports go through the real ingest API (Django's test
 client: the full middleware and view stack, no socket), never straight into the ORM.
-A later fleet simulator may replace this command.
+
+``make demo`` runs it with ``--no-fixtures`` (the fleet simulator, ``simulate_fleet``,
+reports instead) and with ``--alert-email`` / ``--alert-webhook``, which create or update
+one email and one webhook alert channel (subscribed to risky upgrades and silent hosts;
+the webhook also to new findings and live-metric alarms). The user is put in the admin
+role (:func:`fleet.access.set_role`).
 """
 
 from __future__ import annotations
@@ -17,13 +22,16 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.test import Client
 from django.utils import timezone
 
+from fleet.access import ensure_roles, set_role
 from fleet.models import AgentToken, EnrollmentSecret
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+DEMO_CHANNELS = {"email": "Demo ops mailbox", "webhook": "Demo webhook receiver"}
 DEMO_SECRET_NAME = "demo"  # noqa: S105  (a label, not the secret)
 
 
@@ -32,9 +40,19 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--user", default="demo", help="login name (password = same)")
+        parser.add_argument("--no-fixtures", action="store_true",
+                            help="do not post the sample reports (the simulator reports)")
+        parser.add_argument("--alert-email", help="address of the demo email alert channel")
+        parser.add_argument("--alert-webhook", help="URL of the demo webhook alert channel")
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._ensure_user(options["user"])
+        for kind, destination in (("email", options["alert_email"]),
+                                  ("webhook", options["alert_webhook"])):
+            if destination:
+                self._channel(kind, destination)
+        if options["no_fixtures"]:
+            return
         EnrollmentSecret.objects.filter(name=DEMO_SECRET_NAME, revoked_at=None).update(
             revoked_at=timezone.now())
         _, secret = EnrollmentSecret.create(DEMO_SECRET_NAME)
@@ -53,6 +71,27 @@ class Command(BaseCommand):
             user.set_password(username)  # demo only: password = login name
             user.save()
             self.stdout.write(f"Created user {username}/{username}")
+        ensure_roles()
+        set_role(user, "admin")
+
+    def _channel(self, kind: str, destination: str) -> None:
+        """Create or update the demo channel of ``kind`` (validated like the settings form)."""
+        from audit.models import AlertChannel, Trigger
+
+        triggers = [Trigger.RISKY_UPGRADE, Trigger.HOST_SILENT]
+        if kind == "webhook":
+            triggers += [Trigger.NEW_FINDING, Trigger.METRIC_ALARM]
+        name = DEMO_CHANNELS[kind]
+        channel = AlertChannel.objects.filter(name=name).first() or AlertChannel(name=name)
+        channel.kind, channel.destination, channel.triggers = kind, destination, triggers
+        channel.min_severity, channel.enabled = "high", True
+        channel.failing_since, channel.failure_reason = None, ""
+        try:
+            channel.full_clean()
+        except ValidationError as exc:
+            raise CommandError(f"demo {kind} channel: {exc}") from None
+        channel.save()
+        self.stdout.write(f"Alert channel {name!r} -> {channel.destination}")
 
     def _post(self, client: Client, secret: str, report: dict[str, Any], gzipped: bool) -> None:
         host = report["host"]
