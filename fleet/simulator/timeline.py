@@ -17,9 +17,11 @@ divides them) plays the scenarios of issue 8:
 * from the start ``h100-chat-03`` has 0.28.0 installed under a running 0.25.1 (pending
   upgrade) and ``h100-awq-07`` serves the cyankiwi bundled chat template.
 
-The epoch is kept in ``<base>/epoch.json``: a restarted simulator rebuilds the state the
-timeline had reached (same pids and start times), so re-running the demo holds the final
-state instead of replaying restarts and upgrades.
+Once the story is over (90 s after the last event) the agents report every 30 s, the
+agent's default, holding the final state. The epoch is kept in ``<base>/epoch.json``: a
+restarted simulator rebuilds the state the timeline had reached (same pids and start
+times), so re-running the demo holds the final state instead of replaying restarts and
+upgrades.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ log = logging.getLogger("fleet.simulator")
 
 #: Agent interval at speed 1, seconds (the dashboard's "silent" threshold is 5 intervals).
 DEFAULT_INTERVAL_S = 10
+#: Agent interval once the story is over (the agent's own default), at speed 1: holding the
+#: final state at 10 s would store ~0.6 GB of raw reports per hour in the demo's SQLite.
+STEADY_INTERVAL_S = 30
+#: Seconds (speed 1) after the last event before the steady interval applies.
+SETTLE_AFTER_S = 90
 #: A dashboard unreachable for this long (seconds) ends the simulation.
 GIVE_UP_AFTER_S = 90
 
@@ -114,6 +121,7 @@ class FleetSim:
         for index, spec in enumerate(specs or fleet_specs(include_cases)):
             self.nodes[spec.hostname] = SimNode(spec, base, index, self.epoch, self.interval_s)
         self.apply_due(time.time(), quiet=True)
+        self.settle(time.time())
 
     def _epoch(self) -> float:
         self.base.mkdir(parents=True, exist_ok=True)
@@ -128,6 +136,18 @@ class FleetSim:
     def event_time(self, event: Event) -> float:
         """Unix time ``event`` happens at."""
         return self.epoch + event.at_s / self.speed
+
+    def settle(self, now: float) -> None:
+        """Switch to :data:`STEADY_INTERVAL_S` once the timeline is over (final state held)."""
+        last = max((e.at_s for e in self.timeline), default=0.0)
+        if now < self.epoch + (last + SETTLE_AFTER_S) / self.speed:
+            return
+        steady = max(2, round(STEADY_INTERVAL_S / self.speed))
+        if steady != self.interval_s:
+            log.info("story over: holding the final state, agents report every %d s", steady)
+            self.interval_s = steady
+            for node in self.nodes.values():
+                node.interval_s = steady
 
     def apply_due(self, now: float, quiet: bool = False) -> list[Event]:
         """Apply every event due by ``now`` (in order, dated at their own time)."""
@@ -151,6 +171,7 @@ class FleetSim:
     def run_round(self, stop: threading.Event | None = None) -> dict[str, dict]:
         """Apply due events, then one agent cycle per reporting node (sequentially)."""
         self.apply_due(time.time())
+        self.settle(time.time())
         out = {}
         for name, node in self.nodes.items():
             if stop is not None and stop.is_set():
