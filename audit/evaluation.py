@@ -124,7 +124,7 @@ def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
     _still_seen(server, report, kb, {"config", "metrics"} - set(cadences))
     if not cadences:
         return outcome
-    ctx = contexts[index]
+    ctx = _with_restart_history(contexts[index], server, report)
     results = _run(kb, cadences, ctx, report, index, state, previous)
     initial = server.first_seen >= report.collected_at
     _apply(server, report, kb, cadences, results, outcome, initial)
@@ -135,6 +135,28 @@ def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
         state.metrics_evaluated_at, state.metrics_baseline = report.collected_at, report
     state.save()
     return outcome
+
+
+#: Restarts without a version/config/template change are counted over this window (K18).
+RESTART_WINDOW = timedelta(hours=24)
+_CHANGE_KINDS = ("version_changed", "config_changed", "template_changed")
+
+
+def _with_restart_history(ctx: dict, server: Server, report: Report) -> dict:
+    """The context built from one previous report sees at most one restart; count the
+    server's bare restarts (no version, flag or template change in the same report) over
+    the last 24 h from its change history so "restarted twice" escalates (seed 000,
+    "One restart = fail")."""
+    vllm = ctx.get("vllm") or {}
+    if not vllm.get("restarted"):
+        return ctx
+    since = report.collected_at - RESTART_WINDOW
+    restarts = ChangeEvent.objects.filter(server=server, kind=ChangeEvent.Kind.RESTART,
+                                          at__gt=since, at__lte=report.collected_at)
+    changed = ChangeEvent.objects.filter(server=server, kind__in=_CHANGE_KINDS,
+                                         at__gt=since).values("report_id")
+    bare = restarts.exclude(report_id__in=changed).count()
+    return {**ctx, "vllm": {**vllm, "restarts": max(bare, vllm.get("restarts") or 0)}}
 
 
 def _still_seen(server: Server, report: Report, kb: Any, skipped: set[str]) -> None:

@@ -128,7 +128,9 @@ def bench_env(db_url: str, **overrides: str) -> dict[str, str]:
         "LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "config.settings",
         "PYTHONPATH": str(REPO),
         # STATIC_ROOT (var/static) exists only after collectstatic; the API never serves it.
-        "PYTHONWARNINGS": "ignore:No directory at:UserWarning",
+        # Celery warns that root runs the worker (only on this container; harmless here).
+        "PYTHONWARNINGS": "ignore:No directory at:UserWarning,"
+                          "ignore:You're running the worker with superuser privileges",
     })
     env.update(overrides)
     return env
@@ -240,7 +242,9 @@ def celery_worker(env: dict[str, str], concurrency: int = 1) -> Iterator[subproc
            "-Q", "evaluate,alerts,default", "--concurrency", str(concurrency),
            "--loglevel", "WARNING", "--without-gossip",
            "--without-mingle", "--without-heartbeat", "-n", f"bench-{uuid.uuid4().hex[:6]}@%h"]
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True)
+    # stdout carries only the banner and "Warm shutdown"; errors go to stderr.
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL)
     try:
         yield proc
     finally:

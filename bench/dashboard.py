@@ -13,6 +13,7 @@ runs, ``--reset`` drops it). Measured in the same run and printed as ratios:
 - overview (``GET /``) median render time and SQL query count at 10 % and 100 % of the
   fleet, against two baselines: a bare ``SELECT count(*)`` view and the Django admin
   changelist of hosts (``/admin/fleet/host/``);
+- the findings list and the knowledge-base page at the same scale;
 - a host page with 24 h of 30 s samples (``GET /hosts/<code>/?window=24h`` and ``7d``),
   its query count and the largest series shipped to the browser.
 
@@ -126,7 +127,9 @@ def _client() -> object:
 
 
 def overview_round(client: object, repeat: int, label: str) -> dict[str, float]:
-    """Median ms and query counts of the overview and both baselines."""
+    """Median ms and query counts of the overview (plus the findings and KB pages) and
+    both baselines."""
+    from audit.models import Finding
     from fleet.models import Host
 
     figures = {
@@ -135,6 +138,8 @@ def overview_round(client: object, repeat: int, label: str) -> dict[str, float]:
         "overview_queries": _queries(_cold(client, "/")),
         "worst_filter_ms": _median_ms(_get(client, "/?severity=critical"), repeat),
         "by_name_ms": _median_ms(_get(client, "/?sort=host"), repeat),
+        "findings_ms": _median_ms(_get(client, "/findings/"), repeat),
+        "kb_ms": _median_ms(_get(client, "/kb/"), repeat),
         "count_ms": _median_ms(_bare_count(), repeat),
         "admin_ms": _median_ms(_get(client, "/admin/fleet/host/"), repeat),
     }
@@ -143,6 +148,9 @@ def overview_round(client: object, repeat: int, label: str) -> dict[str, float]:
           f"{figures['overview_queries']} SQL queries (cold cache)")
     print(f"  overview ?severity=...   median {figures['worst_filter_ms']:8.1f} ms")
     print(f"  overview ?sort=host      median {figures['by_name_ms']:8.1f} ms")
+    print(f"  findings GET /findings/  median {figures['findings_ms']:8.1f} ms "
+          f"({Finding.objects.count():,} findings)")
+    print(f"  knowledge base GET /kb/  median {figures['kb_ms']:8.1f} ms")
     print(f"  baseline SELECT count(*) median {figures['count_ms']:8.1f} ms "
           f"(overview = {figures['overview_ms'] / max(figures['count_ms'], 1e-3):.0f}x)")
     print(f"  baseline admin changelist median {figures['admin_ms']:7.1f} ms "

@@ -40,6 +40,8 @@ GPUS = (("NVIDIA H100 80GB HBM3", 85520809984, 700.0), ("NVIDIA H200", 150754820
         ("NVIDIA GeForce RTX 5090", 34190917632, 575.0), ("NVIDIA L40S", 48305799168, 350.0))
 SEVERITY_WEIGHTS = {"critical": 1, "high": 6, "medium": 20, "low": 25, "info": 48}
 BATCH = 5000
+#: More GPU samples than this in a window means the window was already backfilled.
+GPU_SAMPLES_FROM_INGEST = 20
 
 
 def _chunks(rows: list, size: int = BATCH) -> Iterable[list]:
@@ -221,16 +223,22 @@ def backfill(host: Host, hours: float = 24, step_s: int = 30, seed: int = 7,
              gap: tuple[datetime, datetime] | None = None) -> int:
     """Metric samples for every running server and GPU samples for every GPU of
     ``host`` over the last ``hours`` (none inside ``gap``, the agent being down then);
-    returns the number of rows written."""
+    returns the number of rows written. A server or GPU that already has generated
+    samples in the window is skipped, so seeding a demo twice does not double it."""
     rng = random.Random(seed)
     end = timezone.now()
     start = end - timedelta(hours=hours)
     written = 0
     for server in host.servers.filter(is_running=True):
+        if server.samples.filter(ts__gte=start, extra__generated=True).exists():
+            continue
         rows = metric_samples(server.pk, start, end, step_s, rng, missing, gap, spec_rate)
         MetricSample.objects.bulk_create(rows, batch_size=BATCH)
         written += len(rows)
     for gpu in host.gpus.filter(is_present=True):
+        # GpuSample has no marker: more rows than a short demo ingest makes = generated.
+        if gpu.samples.filter(ts__gte=start).count() > GPU_SAMPLES_FROM_INGEST:
+            continue
         rows = [r for r in gpu_samples(gpu, start, end, step_s, rng)
                 if gap is None or not gap[0] <= r.ts < gap[1]]
         GpuSample.objects.bulk_create(rows, batch_size=BATCH)

@@ -30,7 +30,6 @@ class Behaviour:
     max_model_len: int
     state: TrafficState
     api_key: str | None = None
-    up: bool = True
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def metrics_text(self) -> str:
@@ -53,9 +52,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server API
         b: Behaviour = self.server.behaviour  # type: ignore[attr-defined]
-        if not b.up:
-            self._send(503, b'{"detail": "Service Unavailable"}')
-        elif self.path == "/version":
+        if self.path == "/version":
             self._send(200, json.dumps({"version": b.version}).encode())
         elif self.path == "/metrics":
             self._send(200, b.metrics_text().encode(), "text/plain; version=0.0.4; charset=utf-8")

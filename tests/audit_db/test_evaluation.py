@@ -199,3 +199,15 @@ def test_metric_rules_run_again_once_the_window_has_elapsed(ingest, settings):
     later = evaluation.evaluate_report(
         ingest(6, vllm_version="0.25.1", installed_vllm_version="0.25.1"))
     assert later[0].cadences == ["metrics"]
+
+
+def test_a_second_bare_restart_within_a_day_escalates_the_restart_finding(ingest):
+    rule = "restart-without-config-change"
+    evaluation.evaluate_report(ingest(0, pid=100))
+    evaluation.evaluate_report(ingest(10, pid=101, started_at="2026-11-29T08:09:00Z"))
+    first = _open(rule)
+    assert first.severity == "medium"
+    evaluation.evaluate_report(ingest(20, pid=102, started_at="2026-11-29T08:19:00Z"))
+
+    assert _open(rule).severity == "high"
+    assert _open(rule).evidence["restarts"] == 2

@@ -264,3 +264,35 @@ def test_a_silenced_finding_that_stops_and_fires_again_comes_back_open(
     assert first.status == "resolved" and again.pk != first.pk
     assert set(rows) == {str(first.code), str(again.code)}
     assert "upgrade window Friday" not in client.get(f"/findings/{again.code}/").content.decode()
+
+
+def test_the_findings_pages_run_worst_first_then_newest_across_pages(client, role_user):
+    from audit.models import SEVERITY_ORDER
+
+    fleetgen.generate(hosts=12, findings_per_host=20, spark_hosts=0)
+    client.force_login(role_user("viewer"))
+    shown = []
+    for page in (1, 2, 3):
+        body = client.get("/findings/", {"page": page}).content.decode()
+        shown += re.findall(r'data-finding="([^"]+)"', body)
+    expected = sorted(Finding.objects.active(), key=lambda f: (
+        -SEVERITY_ORDER[f.severity], -f.last_seen.timestamp(), f.pk))
+    assert len(shown) == len(expected) > 200
+    assert shown == [str(f.code) for f in expected]
+
+
+def test_the_hosts_pages_run_worst_finding_first_then_by_name(client, role_user):
+    from audit.models import SEVERITY_ORDER
+
+    fleetgen.generate(hosts=120, findings_per_host=1.5, spark_hosts=0)
+    client.force_login(role_user("viewer"))
+    shown = []
+    for page in (1, 2, 3):
+        body = client.get("/", {"page": page}).content.decode()
+        shown += re.findall(r'<tr data-host="([^"]+)"', body)
+    worst = {}
+    for f in Finding.objects.active():
+        worst[f.host_id] = max(worst.get(f.host_id, -1), SEVERITY_ORDER[f.severity])
+    expected = sorted(Host.objects.all(), key=lambda h: (-worst.get(h.pk, -1), h.hostname, h.pk))
+    assert any(h.pk not in worst for h in expected)  # some hosts are clean: listed last
+    assert shown == [h.hostname for h in expected]

@@ -124,3 +124,21 @@ def test_the_upgrade_sends_one_risky_upgrade_email_and_one_webhook(enrolled_flee
         assert len(list((tmp_path / "hooks").glob("*risky_upgrade.json"))) == 1
     finally:
         receiver.stop()
+
+
+def test_demo_seed_is_rerunnable_and_sets_up_an_admin_and_two_alert_channels(settings):
+    from django.contrib.auth import get_user_model
+
+    from fleet.access import role_of
+
+    settings.ALERTS_ALLOW_PRIVATE_WEBHOOKS = True
+    for _ in range(2):
+        call_command("demo_seed", no_fixtures=True, alert_email="ops@example.com",
+                     alert_webhook="http://127.0.0.1:8025/fleet-alerts")
+    user = get_user_model().objects.get(username="demo")
+    assert user.check_password("demo") and role_of(user) == "admin"
+    channels = {c.kind: c for c in AlertChannel.objects.all()}
+    assert sorted(channels) == ["email", "webhook"]
+    assert Trigger.RISKY_UPGRADE in channels["email"].triggers
+    assert channels["webhook"].secret  # webhook messages are signed
+    assert not Host.objects.exists()  # --no-fixtures: the simulator reports, not fixtures

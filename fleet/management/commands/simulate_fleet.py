@@ -94,8 +94,7 @@ class Command(BaseCommand):
         for name in ("httpx", "fleet_agent"):
             logging.getLogger(name).setLevel(logging.WARNING)
         log.setLevel(logging.INFO)  # the timeline stays visible under LOG_LEVEL=WARNING
-        receiver = WebhookReceiver(Path(options["receiver_dir"]), options["receiver_port"]) \
-            if options["receiver_port"] else None
+        receiver = self._receiver(options)
         sim = FleetSim(Path(options["sim_dir"]), speed=options["speed"],
                        include_cases=not options["no_cases"])
         try:
@@ -109,6 +108,17 @@ class Command(BaseCommand):
             if receiver:
                 receiver.stop()
         self.stdout.write(f"Simulation stopped after {rounds} round(s).")
+
+    def _receiver(self, options: dict[str, Any]) -> WebhookReceiver | None:
+        """The demo webhook receiver; a busy port costs the webhook channel, not the fleet."""
+        if not options["receiver_port"]:
+            return None
+        try:
+            return WebhookReceiver(Path(options["receiver_dir"]), options["receiver_port"])
+        except OSError as exc:
+            log.warning("webhook receiver not started on port %s: %s (webhook alerts will "
+                        "retry and fail)", options["receiver_port"], exc)
+            return None
 
     def _wait_for(self, url: str, seconds: float) -> None:
         deadline = time.monotonic() + seconds
