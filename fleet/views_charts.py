@@ -192,7 +192,8 @@ def gpu_charts(gpus: list[Any], series: dict[int, dict[str, list]]) -> list[dict
     return charts
 
 
-def window_bounds(name: str, now: datetime) -> tuple[str, int, datetime]:
-    """``(window name, seconds, start)`` for a requested window (default 24 h)."""
-    name = name if name in WINDOWS else DEFAULT_WINDOW
+def window_bounds(name: str, now: datetime,
+                  default: str = DEFAULT_WINDOW) -> tuple[str, int, datetime]:
+    """``(window name, seconds, start)`` for a requested window (``default`` if none)."""
+    name = name if name in WINDOWS else default
     return name, WINDOWS[name], now - timedelta(seconds=WINDOWS[name])

@@ -7,6 +7,7 @@ import json
 import logging
 import uuid
 from collections import defaultdict
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -151,7 +152,9 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     recommendation) and charts over ``?window=1h|24h|7d``."""
     host = get_host_for_user(request, code)
     now = timezone.now()
-    window, window_s, start = charts.window_bounds(request.GET.get("window", ""), now)
+    # A host seen for less than an hour would draw a 24 h chart as a thin sliver at the end.
+    default = "1h" if host.first_seen > now - timedelta(hours=1) else charts.DEFAULT_WINDOW
+    window, window_s, start = charts.window_bounds(request.GET.get("window", ""), now, default)
     servers = list(host.servers.order_by("-is_running", "identity"))
     gpus = list(host.gpus.filter(is_present=True).order_by("index"))
     ids = [s.pk for s in servers]

@@ -132,7 +132,9 @@ class Finding(models.Model):
                                     condition=~models.Q(status="resolved"),
                                     name="one_active_finding_per_server_rule"),
         ]
-        indexes = [models.Index(fields=["status", "severity"])]
+        # (host, status, severity): the overview's worst open finding per host.
+        indexes = [models.Index(fields=["status", "severity"]),
+                   models.Index(fields=["host", "status", "severity"])]
         ordering = ["-last_seen"]
 
     def __str__(self) -> str:
