@@ -11,11 +11,18 @@ empty list), never renamed or dropped. Unknown fields are accepted and kept
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 #: Every ``schema_version`` this code accepts. Unknown versions are refused (400).
 SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
@@ -25,6 +32,22 @@ REDACTED = "REDACTED"
 
 #: Largest accepted report after gzip decompression, in bytes (contract: 4 MiB).
 MAX_REPORT_BYTES = 4 * 1024 * 1024
+
+
+def _to_utc(value: datetime) -> datetime:
+    """RFC 3339 timestamps are stored in UTC. A timestamp without an offset is read as UTC;
+    any offset is converted (PostgreSQL refuses offsets beyond +-15:59, which pydantic and
+    RFC 3339 syntax allow). Raises ValueError when the instant falls outside years 1-9999."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError as exc:
+        raise ValueError("timestamp out of range once converted to UTC") from exc
+
+
+#: A timestamp normalised to UTC (see :func:`_to_utc`).
+UtcDatetime = Annotated[datetime, AfterValidator(_to_utc)]
 
 
 class _Model(BaseModel):
@@ -95,7 +118,7 @@ class MetricsScrape(_Model):
     """The ``/metrics`` body exactly as vLLM served it (renames are handled server-side)."""
 
     format: Literal["prometheus-text"] = "prometheus-text"
-    scraped_at: datetime
+    scraped_at: UtcDatetime
     text: str
 
 
@@ -103,7 +126,7 @@ class ServerInfo(_Model):
     """One vLLM API-server process (not its EngineCore/worker children)."""
 
     pid: int = Field(ge=1)
-    started_at: datetime | None = None
+    started_at: UtcDatetime | None = None
     argv: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     container_image: str | None = None
@@ -136,7 +159,7 @@ class Report(_Model):
 
     schema_version: int
     report_id: UUID
-    collected_at: datetime
+    collected_at: UtcDatetime
     agent: AgentInfo
     host: HostInfo
     gpus: list[GpuInfo] = Field(default_factory=list)
