@@ -93,7 +93,7 @@ class ReportAdmin(admin.ModelAdmin):
 class ServerAdmin(admin.ModelAdmin):
     list_display = ("host", "identity", "vllm_version", "pid", "is_running", "restart_count")
     search_fields = ("host__hostname", "identity", "vllm_version")
-    exclude = ("last_metrics_text",)
+    exclude = ("last_metrics_snapshot",)
 
 
 admin.site.register(Gpu)

@@ -214,8 +214,9 @@ class Server(models.Model):
     restart_count = models.PositiveIntegerField(default=0)
     last_report = models.ForeignKey(Report, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="+")
-    #: The previous /metrics body of the current process, for per-interval deltas.
-    last_metrics_text = models.TextField(blank=True)
+    #: The previous /metrics scrape of the current process, parsed
+    #: (``audit.kb.metrics.MetricSnapshot.to_json``), for per-interval deltas.
+    last_metrics_snapshot = models.JSONField(null=True, blank=True)
     last_metrics_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -90,6 +90,38 @@ class MetricSnapshot:
     present: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict (``+Inf`` bucket bounds as the string "+Inf"), so the previous
+        scrape can be kept parsed instead of re-parsing its text on the next report."""
+        return {
+            "counters": self.counters, "gauges": self.gauges,
+            "histograms": {name: {"buckets": [["+Inf" if math.isinf(le) else le, n]
+                                              for le, n in h.buckets],
+                                  "sum": h.sum, "count": h.count}
+                           for name, h in self.histograms.items()},
+            "per_position_accepted": {str(k): v for k, v in self.per_position_accepted.items()},
+            "cache_config": self.cache_config, "model_names": self.model_names,
+            "engines": self.engines, "era": self.era, "present": sorted(self.present),
+            "errors": self.errors,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MetricSnapshot:
+        """The inverse of :meth:`to_json`. Raises ``KeyError``/``ValueError`` on a dict that
+        :meth:`to_json` did not produce."""
+        histograms = {
+            name: Histogram([(math.inf if le == "+Inf" else float(le), float(n))
+                             for le, n in h["buckets"]], h["sum"], h["count"])
+            for name, h in data["histograms"].items()}
+        return cls(counters=dict(data["counters"]), gauges=dict(data["gauges"]),
+                   histograms=histograms,
+                   per_position_accepted={int(k): v for k, v in
+                                          data["per_position_accepted"].items()},
+                   cache_config=dict(data["cache_config"]),
+                   model_names=list(data["model_names"]), engines=list(data["engines"]),
+                   era=data["era"], present=set(data["present"]),
+                   errors=list(data["errors"]))
+
 
 def parse(text: Any) -> MetricSnapshot:
     """Parse a raw Prometheus text exposition of a vLLM server.

@@ -7,6 +7,7 @@ Two-scrape windows are built by advancing the counters and histograms of a real 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -518,3 +519,11 @@ def test_quantile_tolerates_non_monotonic_buckets_like_promql() -> None:
     h = hist((1.0, 10), (2.0, 8), (3.0, 20), (math.inf, 20))
     assert histogram_quantile(0.5, h) == pytest.approx(1.0)
     assert histogram_quantile(0.75, h) == pytest.approx(2.5)
+
+
+def test_a_snapshot_kept_as_json_gives_the_same_window_as_the_parsed_text():
+    for path in sorted(CASES.glob("*.prom")):
+        snap = parse(path.read_text())
+        kept = MetricSnapshot.from_json(json.loads(json.dumps(snap.to_json(), allow_nan=False)))
+        assert kept == snap, path.name
+        assert window(kept, snap, 30.0) == window(snap, snap, 30.0), path.name
