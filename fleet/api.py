@@ -194,6 +194,9 @@ def _decode_body(request: HttpRequest) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ApiRefusal(400, "body is not valid JSON", [{"path": "$", "message": str(exc)}]) \
             from None
+    except RecursionError:  # e.g. 100,000 nested arrays: no report is shaped like that
+        raise ApiRefusal(400, "body is not valid JSON",
+                         [{"path": "$", "message": "JSON nested too deeply"}]) from None
     if not isinstance(raw, dict):
         raise ApiRefusal(422, "report must be a JSON object",
                          [{"path": "$", "message": "expected an object"}])

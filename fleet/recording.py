@@ -219,7 +219,8 @@ def _event(server: Server, report: Report, kind: str, wire: WireReport, old: str
 
 
 def _proc(pid: int, started_at: Any) -> str:
-    return f"pid {pid} started {started_at.isoformat() if started_at else 'unknown'}"
+    when = started_at.strftime("%Y-%m-%d %H:%M:%S UTC") if started_at else "unknown"
+    return f"pid {pid} started {when}"
 
 
 def _argv(argv: list[str]) -> str:

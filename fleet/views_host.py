@@ -176,7 +176,11 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
         events[s.pk], series.get(s.pk, {}), missing.get(s.pk, [])) for s in servers]
     host_charts = charts.gpu_charts(gpus, charts.gpu_series([g.pk for g in gpus], start,
                                                             window_s, interval))
-    chart_data = {"start": start.timestamp() * 1000, "end": now.timestamp() * 1000,
+    # The axis starts where the host's history starts: a 3-minute-old host would otherwise
+    # draw its data as a sliver at the right edge of the window. Before first_seen there is
+    # nothing to show; gaps after it are still drawn as gaps.
+    axis_start = max(start, host.first_seen - timedelta(minutes=1))
+    chart_data = {"start": axis_start.timestamp() * 1000, "end": now.timestamp() * 1000,
                   "charts": host_charts + [c for b in blocks for c in b["charts"]]}
     return render(request, "fleet/host_detail.html", {
         "host": host, "now": now, "status": host_status(host, now), "gpus": gpus,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -69,9 +68,8 @@ def render_text(result: dict[str, Any]) -> str:
                      f"{item['workload']['profile']} ({item['workload']['source']})")
         for index, replica in enumerate(item["replicas"]):
             lines.append(f"  replica {index} on GPU {replica['gpus']}:")
-            lines.append(f"    CUDA_VISIBLE_DEVICES={replica['env']['CUDA_VISIBLE_DEVICES']} "
-                         + shlex.join(replica["argv"]))
-            lines.append("    " + shlex.join(replica["docker"]))
+            lines.append("    " + replica["command"])
+            lines.append("    " + replica["docker_command"])
         for row in item["diff"]:
             lines.append(f"  {row['flag']}: {row['current']} -> {row['recommended']}")
             lines.append(f"      why: {row['reason']}")

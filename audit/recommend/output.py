@@ -19,7 +19,14 @@ from audit.kb.engine import KnowledgeBase
 from audit.kb.flags import parse_argv
 from audit.kb.gpus import bandwidth_knee, lookup
 from audit.recommend import asif, data
-from audit.recommend.plan import Plan, display, docker_argv, ordered_keys, render_argv
+from audit.recommend.plan import (
+    Plan,
+    display,
+    docker_argv,
+    ordered_keys,
+    render_argv,
+    shell_join,
+)
 
 _H100_NAME = "NVIDIA H100 80GB HBM3"  # the seeds' measurement GPU (data/gpus.yaml row)
 
@@ -110,10 +117,15 @@ def _replicas(plan: Plan) -> list[dict[str, Any]]:
         port = asif.replica_port(plan, index)
         indices = [g.get("index") for g in group]
         pinned = len(plan.groups) > 1 or "port" in plan.values
-        out.append({"argv": render_argv(plan, port if pinned else None),
-                    "docker": docker_argv(plan, indices, port), "gpus": indices,
+        argv = render_argv(plan, port if pinned else None)
+        docker = docker_argv(plan, indices, port)
+        devices = ",".join(str(i) for i in indices)
+        out.append({"argv": argv, "docker": docker, "gpus": indices,
                     "gpu_uuids": [g.get("uuid") for g in group], "port": port,
-                    "env": {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in indices)}})
+                    "env": {"CUDA_VISIBLE_DEVICES": devices},
+                    # Paste-ready lines: JSON flag values quoted for the shell.
+                    "command": f"CUDA_VISIBLE_DEVICES={devices} {shell_join(argv)}",
+                    "docker_command": shell_join(docker)})
     return out
 
 

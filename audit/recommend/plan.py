@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,11 +128,24 @@ def docker_argv(plan: Plan, gpu_indices: list[int], port: int) -> list[str]:
     tag = f"v{plan.version}" if plan.version else "latest"
     devices = ",".join(str(i) for i in gpu_indices)
     head = ["docker", "run", "-d", "--gpus", f'"device={devices}"', "--ipc=host",
-            "-p", f"{port}:{port}", "-v", "~/.cache/huggingface:/root/.cache/huggingface"]
+            "-p", f"{port}:{port}", "-v", "$HOME/.cache/huggingface:/root/.cache/huggingface"]
     if isinstance(plan.values.get("chat_template"), str) and \
             plan.values["chat_template"].startswith("/templates/"):
         head += ["-v", "/templates:/templates:ro"]
     return head + [f"vllm/vllm-openai:{tag}"] + render_argv(plan, port)[2:]
+
+
+def shell_join(argv: list[str]) -> str:
+    """``argv`` as one line an operator can paste into a POSIX shell: every token quoted
+    with :func:`shlex.quote` (JSON flag values keep their double quotes), except tokens
+    starting with ``$HOME/``, double-quoted so the shell still expands ``$HOME``."""
+    out = []
+    for token in argv:
+        if token.startswith("$HOME/") and not any(c in token for c in '"\\`'):
+            out.append(f'"{token}"')
+        else:
+            out.append(shlex.quote(token))
+    return " ".join(out)
 
 
 def display(value: Any) -> str:

@@ -13,7 +13,7 @@
   var spanMs = data.end - data.start;
 
   /* Tick spacing on whole clock units: about six ticks per window. */
-  var STEPS = [600e3, 900e3, 1800e3, 3600e3, 7200e3, 10800e3, 21600e3, 43200e3, 86400e3];
+  var STEPS = [60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3, 7200e3, 10800e3, 21600e3, 43200e3, 86400e3];
   var step = STEPS.find(function (s) { return spanMs / s <= 8; }) || 86400e3;
 
   /* A point with no neighbour would be invisible with radius 0: draw it as a dot. */

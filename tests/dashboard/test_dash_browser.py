@@ -61,7 +61,8 @@ def shot(page: Any, name: str, full_page: bool = True) -> None:
 
 
 def sign_in(page: Any, live_server: Any, username: str) -> None:
-    from conftest import PASSWORD
+    # A bare `from conftest import` picks whichever conftest pytest loaded first.
+    from tests.dashboard.conftest import PASSWORD
 
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("#id_username", username)

@@ -58,6 +58,12 @@ def test_it_rejects_invalid_json_with_400(post_report, enrolled):
     assert_refused(post_report(b"{\"schema_version\": 1,", token=token), 400)
 
 
+def test_it_rejects_absurdly_nested_json_with_400_not_a_crash(post_report, enrolled):
+    _, token = enrolled()
+    body = assert_refused(post_report(b"[" * 100_000 + b"]" * 100_000, token=token), 400)
+    assert body["details"][0]["message"] == "JSON nested too deeply"
+
+
 def test_it_rejects_a_json_array_as_a_contract_violation(post_report, enrolled):
     _, token = enrolled()
     assert_refused(post_report(b"[1, 2]", token=token), 422)

@@ -204,3 +204,18 @@ def test_the_seed_push_recipe_is_recommended_back_for_long_context() -> None:
     assert float(_flag(argv, "--gpu-memory-utilization")) == push["gpu_memory_utilization"]
     assert int(_flag(argv, "--max-num-batched-tokens")) == push["max_num_batched_tokens"]
     assert any(f["value"] == 284 for f in item["expected"])
+
+
+def test_the_paste_ready_commands_keep_json_flags_intact_in_a_shell() -> None:
+    import shlex
+
+    report = host_report(H100, 2, serve(AWQ_31B, *PUSH_FLAGS))
+    for replica in _only(report)["replicas"]:
+        env, *words = shlex.split(replica["command"])
+        assert env.startswith("CUDA_VISIBLE_DEVICES=")
+        assert words == replica["argv"]
+        spec = json.loads(_flag(words, "--speculative-config"))
+        assert spec["method"] == "eagle3"
+        docker = replica["docker_command"]
+        assert '"$HOME/.cache/huggingface:/root/.cache/huggingface"' in docker
+        assert json.loads(_flag(shlex.split(docker), "--speculative-config")) == spec
