@@ -73,7 +73,8 @@ def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Re
     _record_servers(host, wire, report)
     if first_report:
         report.mark_keep("first report")
-    report.save(update_fields=["keep", "keep_reason"])
+    if report.keep:
+        report.save(update_fields=["keep", "keep_reason"])
     return report, True
 
 
@@ -94,33 +95,58 @@ def _update_host(host: Host, wire: WireReport) -> None:
     host.save()
 
 
+#: Gpu columns an incoming reading overwrites (bulk_update in one statement per report).
+_GPU_FIELDS = ("index", "name", "memory_total_bytes", "compute_capability", "driver_version",
+               "cuda_version", "memory_used_bytes", "utilization_pct", "temperature_c",
+               "power_draw_w", "power_limit_w", "is_present", "last_seen")
+
+
 def _record_gpus(host: Host, wire: WireReport, report: Report) -> None:
-    before = {(g.uuid, g.name) for g in host.gpus.filter(is_present=True)}
+    # One SELECT, one bulk UPDATE, one bulk INSERT of new GPUs and one of samples per report:
+    # per-GPU update_or_create cost 5 statements a GPU (bench/ingest.py).
+    known = {g.uuid: g for g in host.gpus.all()}
+    before = {(g.uuid, g.name) for g in known.values() if g.is_present}
     after = {(g.uuid, g.name) for g in wire.gpus}
     if wire.gpu_error and not wire.gpus:
         return  # GPUs unreadable this cycle: not a change of hardware
+    fresh, gpus = [], []
     for info in wire.gpus:
-        gpu, _ = Gpu.objects.update_or_create(host=host, uuid=info.uuid, defaults={
-            "index": info.index, "name": info.name,
-            "memory_total_bytes": info.memory_total_bytes,
-            "compute_capability": info.compute_capability or "",
-            "driver_version": wire.host.nvidia_driver_version or "",
-            "cuda_version": wire.host.cuda_driver_version or "",
-            "memory_used_bytes": info.memory_used_bytes,
-            "utilization_pct": info.utilization_gpu_pct, "temperature_c": info.temperature_c,
-            "power_draw_w": info.power_draw_w, "power_limit_w": info.power_limit_w,
-            "is_present": True, "last_seen": wire.collected_at})
-        GpuSample.objects.create(
-            gpu=gpu, ts=wire.collected_at, memory_used_bytes=info.memory_used_bytes,
-            utilization_pct=info.utilization_gpu_pct, temperature_c=info.temperature_c,
-            power_draw_w=info.power_draw_w)
-    host.gpus.exclude(uuid__in=[g.uuid for g in wire.gpus]).update(is_present=False)
+        gpu = known.get(info.uuid)
+        if gpu is None:
+            gpu = Gpu(host=host, uuid=info.uuid)
+            fresh.append(gpu)
+        _apply_gpu_reading(gpu, info, wire)
+        gpus.append((gpu, info))
+    Gpu.objects.bulk_create(fresh)
+    changed = [g for g, _ in gpus if g.pk is not None and g not in fresh]
+    if changed:
+        Gpu.objects.bulk_update(changed, _GPU_FIELDS)
+    GpuSample.objects.bulk_create([
+        GpuSample(gpu=gpu, ts=wire.collected_at, memory_used_bytes=info.memory_used_bytes,
+                  utilization_pct=info.utilization_gpu_pct, temperature_c=info.temperature_c,
+                  power_draw_w=info.power_draw_w) for gpu, info in gpus])
+    gone = [g.pk for uuid, g in known.items() if g.is_present and uuid not in
+            {info.uuid for info in wire.gpus}]
+    if gone:
+        Gpu.objects.filter(pk__in=gone).update(is_present=False)
     if before and before != after:
         ChangeEvent.objects.create(
             host=host, report=report, kind=ChangeEvent.Kind.GPUS_CHANGED, at=wire.collected_at,
             old_value=", ".join(sorted(n for _, n in before)),
             new_value=", ".join(sorted(n for _, n in after)))
         report.mark_keep("GPUs changed")
+
+
+def _apply_gpu_reading(gpu: Gpu, info: Any, wire: WireReport) -> None:
+    gpu.index, gpu.name = info.index, info.name
+    gpu.memory_total_bytes = info.memory_total_bytes
+    gpu.compute_capability = info.compute_capability or ""
+    gpu.driver_version = wire.host.nvidia_driver_version or ""
+    gpu.cuda_version = wire.host.cuda_driver_version or ""
+    gpu.memory_used_bytes = info.memory_used_bytes
+    gpu.utilization_pct, gpu.temperature_c = info.utilization_gpu_pct, info.temperature_c
+    gpu.power_draw_w, gpu.power_limit_w = info.power_draw_w, info.power_limit_w
+    gpu.is_present, gpu.last_seen = True, wire.collected_at
 
 
 def _record_servers(host: Host, wire: WireReport, report: Report) -> None:
