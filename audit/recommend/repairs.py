@@ -267,6 +267,7 @@ REPAIRS: dict[str, Repair] = {
     "cyankiwi-revision-pin-squashed": _set_value(
         "revision", None, "pre-squash revision pins 404 on a cold boot"),
     "gemma4-streamed-turn-leak": _thinking,
+    "gemma4-streamed-turn-leak-untested": _thinking,
     "gemma4-mtp-amplifies-turn-leak": _thinking,
     "up-gemma4-mm-batched-tokens-below-image": _batched,
     "spec-parallel-drafting-vanilla-eagle3": _parallel_drafting,
