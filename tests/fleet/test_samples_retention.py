@@ -75,7 +75,8 @@ def test_pruning_thins_old_samples_to_one_per_hour(post_report, make_report, enr
         post_report(make_report(collected_at=stamp(i * 60), server=scrape(i * 60, 1000 + i)),
                     token=token)
     assert MetricSample.objects.count() == 4 and GpuSample.objects.count() == 4
-    old = timezone.now() - timedelta(days=30)
+    # Aligned to the hour: four samples a minute apart must fall in one hourly bucket.
+    old = (timezone.now() - timedelta(days=30)).replace(minute=0, second=0, microsecond=0)
     for i, sample in enumerate(MetricSample.objects.order_by("ts")):
         MetricSample.objects.filter(pk=sample.pk).update(ts=old + timedelta(minutes=i))
     GpuSample.objects.update(ts=old)
