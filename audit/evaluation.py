@@ -10,8 +10,8 @@ nothing behind and the redelivered task starts again):
    (process, version, installed version, argv, env, template, GPUs, KB version)
    changed, metric rules when ``AUDIT_METRICS_INTERVAL_S`` passed since the last
    metric evaluation (the window then runs from that report to this one);
-3. build contexts with :func:`audit.kb.context.build_contexts`, evaluate, then
-   open / update / resolve findings and write :class:`~audit.models.FindingEvent`
+3. build the context of each server with rules due (:func:`audit.kb.context.build_context`),
+   evaluate, then open / update / resolve findings and write :class:`~audit.models.FindingEvent`
    rows (the alerts outbox);
 4. mark the report evaluated.
 
@@ -32,7 +32,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from audit.kb.context import build_contexts
+from audit.kb.context import build_context
 from audit.kb.engine import Evaluation, FindingResult
 from audit.models import Finding, FindingEvent, RuleFailure, ServerAuditState
 from audit.rulebook import current_knowledge_base
@@ -99,17 +99,22 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
 
 
 class _LazyContexts:
-    """Contexts of one report, built only if some server has rules due: in steady state
-    (no config change, metric window not elapsed) a report costs no parsing here."""
+    """Contexts of one report, each built only when its server has rules due: in steady
+    state (no config change, metric window not elapsed) a report costs no parsing here."""
 
     def __init__(self, report: Report, previous: Report | None) -> None:
-        self.report, self.previous, self._built = report, previous, None
+        self.report, self.previous = report, previous
+        self._built: dict[int, dict] = {}
 
     def __getitem__(self, index: int) -> dict:
-        if self._built is None:
-            history = [self.previous.raw] if self.previous else []
-            self._built = build_contexts(self.report.raw, history)
+        if index not in self._built:
+            self._built[index] = self.for_history(index, self.previous)
         return self._built[index]
+
+    def for_history(self, index: int, earlier: Report | None) -> dict:
+        """Context of server ``index`` with ``earlier`` as the report before it."""
+        raw = self.report.raw
+        return build_context(raw["servers"][index], raw, [earlier.raw] if earlier else [])
 
 
 def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
@@ -125,7 +130,7 @@ def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
     if not cadences:
         return outcome
     ctx = _with_restart_history(contexts[index], server, report)
-    results = _run(kb, cadences, ctx, report, index, state, previous)
+    results = _run(kb, cadences, ctx, contexts, index, state, previous)
     initial = server.first_seen >= report.collected_at
     _apply(server, report, kb, cadences, results, outcome, initial)
     _server_events(server, report, ctx, kb, outcome, initial)
@@ -168,16 +173,16 @@ def _still_seen(server: Server, report: Report, kb: Any, skipped: set[str]) -> N
         last_seen=report.collected_at, last_report=report)
 
 
-def _run(kb: Any, cadences: list[str], ctx: dict, report: Report, index: int,
+def _run(kb: Any, cadences: list[str], ctx: dict, contexts: _LazyContexts, index: int,
          state: ServerAuditState, previous: Report | None) -> Evaluation:
-    if cadences == ["config", "metrics"]:
+    # A config change always re-runs the metric rules too, so the cadences are either both
+    # or metrics alone.
+    if "config" in cadences:
         return kb.evaluate(ctx)
-    if cadences == ["config"]:
-        return kb.evaluate(ctx, cadence="config")
     baseline = state.metrics_baseline
     if baseline is not None and previous is not None and baseline.pk != previous.pk:
         # The metric window runs from the last metric evaluation to this report.
-        ctx = build_contexts(report.raw, [baseline.raw])[index]
+        ctx = contexts.for_history(index, baseline)
     return kb.evaluate(ctx, cadence="metrics")
 
 
