@@ -292,3 +292,27 @@ def seed_report(recipe: str, version: str = "0.25.1", template: str = "vetted",
         recipe_argv(recipe), version, gpu_uuids=[g["uuid"] for g in gpus],
         template=seed_template(template), metrics=metrics))
     return report
+
+
+def evaluate_case(kb: Any, path: Path | str) -> tuple[dict[str, Any], list[Any]]:
+    """Evaluate one case file with knowledge base ``kb`` as ``audit_snapshot`` would.
+
+    A ``vllm bench`` line is evaluated on its flags only (cases/README.md). Returns
+    ``({rule_id: FindingResult}, rule failures)`` over every server of the report.
+    """
+    from audit.kb.context import build_contexts
+
+    fired: dict[str, Any] = {}
+    failures: list[Any] = []
+    for ctx in build_contexts(case_to_report(path, include_bench=True), []):
+        evaluation = kb.evaluate(ctx)
+        fired.update({f.rule_id: f for f in evaluation})
+        failures.extend(evaluation.failures)
+    return fired, failures
+
+
+def at_least(severity: str, minimum: str) -> bool:
+    """True when ``severity`` is ``minimum`` or more severe (critical > ... > info)."""
+    from audit.kb.engine import SEVERITY_RANK
+
+    return SEVERITY_RANK[severity] <= SEVERITY_RANK[minimum]

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from audit.kb.engine import SEVERITY_RANK, load_rules
+from audit.kb.engine import load_rules
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from casekit import at_least, case_to_report, evaluate_case  # noqa: E402
 from ctxfactory import make_context, window  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -96,25 +97,8 @@ def kb():
     return load_rules()
 
 
-def _at_least(severity: str, minimum: str) -> bool:
-    return SEVERITY_RANK[severity] <= SEVERITY_RANK[minimum]
-
-
 def _case_files() -> list[Path]:
     return sorted(CASES_DIR.glob("*.json"))
-
-
-def _case_findings(kb, path: Path) -> tuple[list, list]:
-    casekit = pytest.importorskip("casekit", reason="tests/audit/casekit.py not landed yet")
-    context = pytest.importorskip("audit.kb.context", reason="audit/kb/context.py not landed")
-    # A `vllm bench` line is evaluated on its flags only (cases/README.md).
-    report = casekit.case_to_report(path, include_bench=True)
-    findings, failures = [], []
-    for ctx in context.build_contexts(report, []):
-        evaluation = kb.evaluate(ctx)
-        findings.extend(evaluation)
-        failures.extend(evaluation.failures)
-    return findings, failures
 
 
 def test_every_shared_case_has_an_expectation():
@@ -128,21 +112,20 @@ def test_every_shared_case_has_an_expectation():
 @pytest.mark.parametrize("path", _case_files(), ids=lambda p: p.stem)
 def test_the_knowledge_base_gives_the_case_diagnosis_at_an_acting_severity(kb, path):
     expected, minimum = CASE_EXPECTATIONS[path.name.split("-", 1)[0]]
-    findings, failures = _case_findings(kb, path)
-    fired = {f.rule_id: f for f in findings}
-    summary = sorted((f.rule_id, f.severity) for f in findings)
+    fired, failures = evaluate_case(kb, path)
+    summary = sorted((rule_id, f.severity) for rule_id, f in fired.items())
     for rule_id in expected:
         assert rule_id in fired, (
             f"{path.name}: expected {rule_id}; fired {summary}; rule failures {failures}")
-        assert _at_least(fired[rule_id].severity, minimum), (
+        assert at_least(fired[rule_id].severity, minimum), (
             f"{path.name}: {rule_id} fired at {fired[rule_id].severity}, needs >= {minimum}")
         assert fired[rule_id].references and fired[rule_id].message
 
 
 def test_case_findings_render_their_evidence_into_the_message(kb):
     path = next(p for p in _case_files() if p.name.startswith("018"))
-    findings, _ = _case_findings(kb, path)
-    finding = next(f for f in findings if f.rule_id == "up-gemma4-mtp-stable-release-cannot-load")
+    fired, _ = evaluate_case(kb, path)
+    finding = fired["up-gemma4-mtp-stable-release-cannot-load"]
     assert finding.evidence["version"] == "0.20.1"
     assert "0.20.1" in finding.message and "assistant" in finding.message
 
@@ -152,13 +135,12 @@ def test_cases_with_zero_acceptance_metrics_raise_the_metric_alarm(kb, prefix):
     path = next(p for p in _case_files() if p.name.startswith(prefix))
     note = json.loads(path.read_text()).get("metrics_note") or ""
     assert "accept" in note.lower(), "the case's evidence of near-zero acceptance"
-    findings, _ = _case_findings(kb, path)
-    casekit = pytest.importorskip("casekit")
-    report = casekit.case_to_report(path, include_bench=True)
-    if not any((s.get("metrics") or {}).get("text") for s in report["servers"]):
-        pytest.skip(f"casekit wrote no /metrics text for case {prefix}")
-    fired = {f.rule_id: f.severity for f in findings}
-    assert fired.get("up-spec-decode-near-zero-acceptance") == "critical", sorted(fired)
+    report = case_to_report(path, include_bench=True)
+    assert any((s.get("metrics") or {}).get("text") for s in report["servers"]), (
+        f"casekit wrote no /metrics text for case {prefix}")
+    fired, _ = evaluate_case(kb, path)
+    severities = {rule_id: f.severity for rule_id, f in fired.items()}
+    assert severities.get("up-spec-decode-near-zero-acceptance") == "critical", sorted(fired)
 
 
 # ----------------------------------------------------------------------------- part 2
@@ -458,7 +440,7 @@ def test_every_upstream_rule_cites_upstream_and_says_whether_it_was_confirmed(kb
 @pytest.mark.parametrize("preset", ["light", "push"])
 def test_the_seed_recipes_raise_nothing_above_medium_from_upstream_rules(kb, preset):
     loud = [(f.rule_id, f.severity) for f in kb.evaluate(make_context(preset))
-            if f.rule_id.startswith("up-") and not _at_least("medium", f.severity)]
+            if f.rule_id.startswith("up-") and not at_least("medium", f.severity)]
     assert loud == []
 
 

@@ -17,13 +17,11 @@ from typing import Any
 
 import pytest
 
-from audit.kb.engine import SEVERITY_RANK, load_rules
+from audit.kb.engine import load_rules
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import casekit  # noqa: E402
 from ctxfactory import make_context  # noqa: E402
-
-from audit.kb.context import build_contexts  # noqa: E402
 
 MORE_CASES = Path(__file__).resolve().parent / "more_cases"
 
@@ -71,23 +69,8 @@ def kb():
     return load_rules()
 
 
-def _at_least(severity: str, minimum: str) -> bool:
-    return SEVERITY_RANK[severity] <= SEVERITY_RANK[minimum]
-
-
 def _case_files() -> list[Path]:
     return sorted(MORE_CASES.glob("*.json"))
-
-
-def _findings(kb, path: Path) -> tuple[dict[str, Any], list]:
-    report = casekit.case_to_report(path, include_bench=True)
-    fired: dict[str, Any] = {}
-    failures: list = []
-    for ctx in build_contexts(report, []):
-        evaluation = kb.evaluate(ctx)
-        fired.update({f.rule_id: f for f in evaluation})
-        failures.extend(evaluation.failures)
-    return fired, failures
 
 
 def test_every_more_case_has_an_expectation_and_the_shared_case_fields():
@@ -110,19 +93,19 @@ def test_no_more_case_repeats_a_shared_case():
 @pytest.mark.parametrize("path", _case_files(), ids=lambda p: p.stem)
 def test_the_knowledge_base_gives_the_unseen_case_diagnosis_at_an_acting_severity(kb, path):
     expected, minimum = EXPECTATIONS[path.name.split("-", 1)[0]]
-    fired, failures = _findings(kb, path)
+    fired, failures = casekit.evaluate_case(kb, path)
     summary = sorted((rule_id, f.severity) for rule_id, f in fired.items())
     assert not failures, failures
     for rule_id in expected:
         assert rule_id in fired, f"{path.name}: expected {rule_id}; fired {summary}"
         finding = fired[rule_id]
-        assert _at_least(finding.severity, minimum), (
+        assert casekit.at_least(finding.severity, minimum), (
             f"{path.name}: {rule_id} at {finding.severity}, needs >= {minimum}")
         assert finding.references and finding.message
 
 
 def test_the_fp8_kv_finding_names_the_triton_crash_on_ampere(kb):
-    fired, _ = _findings(kb, next(p for p in _case_files() if p.name.startswith("106")))
+    fired, _ = casekit.evaluate_case(kb, next(p for p in _case_files() if p.name.startswith("106")))
     assert "fp8e4nv" in fired["up-fp8-kv-pre-ada"].message
 
 
@@ -226,5 +209,5 @@ def test_every_more_rule_has_a_scenario_and_cites_a_confirmed_or_open_upstream_s
 @pytest.mark.parametrize("preset", ["light", "push"])
 def test_the_seed_recipes_raise_nothing_above_medium_from_the_hardened_rules(kb, preset):
     loud = [(f.rule_id, f.severity) for f in kb.evaluate(make_context(preset))
-            if f.rule_id.startswith("upm-") and not _at_least("medium", f.severity)]
+            if f.rule_id.startswith("upm-") and not casekit.at_least("medium", f.severity)]
     assert loud == []
