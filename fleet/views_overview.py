@@ -41,10 +41,10 @@ from django.utils import timezone
 
 from audit.models import SEVERITY_ORDER, Finding, FindingEvent
 from fleet.models import Gpu, Host, MetricSample, Server
+from fleet_agent.config import DEFAULT_INTERVAL_S as AGENT_DEFAULT_INTERVAL_S
 
-#: The agent's default collection interval (fleet_agent/config.py DEFAULT_INTERVAL_S), used
-#: for hosts that never said theirs.
-DEFAULT_INTERVAL_S = 30
+#: The agent's default collection interval, for hosts that never said theirs.
+DEFAULT_INTERVAL_S = AGENT_DEFAULT_INTERVAL_S
 #: A host is "stale" after missing this many reports in a row, "offline" after
 #: OFFLINE_INTERVALS: one late report is normal jitter, three is a pattern.
 STALE_INTERVALS = 3

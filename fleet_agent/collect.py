@@ -24,11 +24,18 @@ from pydantic import ValidationError
 
 from fleet_agent import __version__, discovery, gpus, ondisk, probe, procfs, redact, trim
 from fleet_agent.config import AgentConfig, ServerOverride
-from fleet_agent.schema import MAX_REPORT_BYTES, GpuInfo, Report, ServerInfo
+from fleet_agent.schema import (
+    MAX_REPORT_BYTES,
+    SUPPORTED_SCHEMA_VERSIONS,
+    GpuInfo,
+    Report,
+    ServerInfo,
+)
 
 log = logging.getLogger("fleet_agent.collect")
 
-SCHEMA_VERSION = 1
+#: The newest wire-contract version this agent speaks (the schema owns the list).
+SCHEMA_VERSION = SUPPORTED_SCHEMA_VERSIONS[-1]
 #: Headroom under the 4 MiB limit: pydantic's JSON differs slightly from the dict measured.
 TRIM_MARGIN_BYTES = 64 * 1024
 #: Servers probed at once; a node rarely runs more than 8 vLLM servers.

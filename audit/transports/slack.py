@@ -18,6 +18,8 @@ from audit.transports.http import post, validate_url
 
 #: Hosts listed one by one; the rest are counted (a fleet upgrade lists 200 hosts).
 MAX_ITEMS = 15
+#: Block Kit limits: section text 3000 characters, header text 150
+#: (https://api.slack.com/reference/block-kit/blocks).
 MAX_SECTION_CHARS = 3000
 MAX_HEADER_CHARS = 150
 SEVERITY_ICON = {"critical": ":red_circle:", "high": ":large_orange_circle:",
