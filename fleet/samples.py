@@ -12,6 +12,7 @@ import math
 from datetime import datetime
 from typing import Any
 
+from audit.kb import metrics
 from fleet.models import MetricSample, Report, Server
 
 log = logging.getLogger(__name__)
@@ -45,20 +46,14 @@ def _jsonable(value: Any) -> Any:
 
 
 def derive_window(prev: dict[str, Any] | None, cur_text: str,
-                  elapsed_s: float | None) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(window, current snapshot as JSON)`` for one interval, or None when the metrics
-    library is unavailable.
+                  elapsed_s: float | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(window, current snapshot as JSON)`` for one interval.
 
     ``prev`` is the stored snapshot (``MetricSnapshot.to_json``) of the previous scrape of
     the SAME process (None after a restart or on first sight), ``elapsed_s`` the seconds
     between the two scrapes. Keeping the previous scrape parsed halves the parsing per
     report (bench/ingest.py: parsing was about half of the ingest time).
     """
-    try:
-        from audit.kb import metrics
-    except ImportError:  # pragma: no cover - the server always ships audit.kb
-        log.warning("audit.kb.metrics not available; metric samples skipped")
-        return None
     previous = None
     if prev:
         try:
@@ -70,7 +65,7 @@ def derive_window(prev: dict[str, Any] | None, cur_text: str,
 
 
 def record_sample(server: Server, report: Report, cur_text: str, scraped_at: datetime,
-                  same_process: bool) -> MetricSample | None:
+                  same_process: bool) -> MetricSample:
     """Derive and store one MetricSample for ``server`` from its newest scrape.
 
     ``same_process`` False (restart, first sight) makes the window the lifetime.
@@ -83,10 +78,7 @@ def record_sample(server: Server, report: Report, cur_text: str, scraped_at: dat
         elapsed = (scraped_at - server.last_metrics_at).total_seconds()
         if elapsed <= 0:  # clock went backwards or duplicate scrape: no delta possible
             prev, elapsed = None, None
-    derived = derive_window(prev, cur_text, elapsed)
-    if derived is None:
-        return None
-    window, snapshot = derived
+    window, snapshot = derive_window(prev, cur_text, elapsed)
     server.last_metrics_snapshot, server.last_metrics_at = snapshot, scraped_at
     values = {key: _finite(window.get(key)) for key in COLUMNS}
     extra = {k: _jsonable(v) for k, v in window.items()
