@@ -23,6 +23,7 @@ from audit.recommend.plan import (
     Plan,
     display,
     docker_argv,
+    env_assignment,
     ordered_keys,
     render_argv,
     shell_join,
@@ -124,7 +125,8 @@ def _replicas(plan: Plan) -> list[dict[str, Any]]:
                     "gpu_uuids": [g.get("uuid") for g in group], "port": port,
                     "env": {"CUDA_VISIBLE_DEVICES": devices},
                     # Paste-ready lines: JSON flag values quoted for the shell.
-                    "command": f"CUDA_VISIBLE_DEVICES={devices} {shell_join(argv)}",
+                    "command": f"{env_assignment('CUDA_VISIBLE_DEVICES', devices)} "
+                               f"{shell_join(argv)}",
                     "docker_command": shell_join(docker)})
     return out
 

@@ -128,24 +128,45 @@ def docker_argv(plan: Plan, gpu_indices: list[int], port: int) -> list[str]:
     tag = f"v{plan.version}" if plan.version else "latest"
     devices = ",".join(str(i) for i in gpu_indices)
     head = ["docker", "run", "-d", "--gpus", f'"device={devices}"', "--ipc=host",
-            "-p", f"{port}:{port}", "-v", "$HOME/.cache/huggingface:/root/.cache/huggingface"]
+            "-p", f"{port}:{port}", "-v", HF_CACHE_MOUNT]
     if isinstance(plan.values.get("chat_template"), str) and \
             plan.values["chat_template"].startswith("/templates/"):
         head += ["-v", "/templates:/templates:ro"]
     return head + [f"vllm/vllm-openai:{tag}"] + render_argv(plan, port)[2:]
 
 
+class HomeToken(str):
+    """A token the planner itself wrote whose leading ``$HOME`` the shell must expand.
+
+    Only :data:`HF_CACHE_MOUNT` is one; a plain ``str`` (anything that came from an agent's
+    report: model, flag values, image names) never expands, whatever it starts with.
+    """
+
+
+#: The planner's fixed Hugging Face cache mount (the only token whose ``$HOME`` expands).
+HF_CACHE_MOUNT = HomeToken("$HOME/.cache/huggingface:/root/.cache/huggingface")
+
+
+def shell_quote(token: str) -> str:
+    """One argv token for a POSIX shell: :func:`shlex.quote` (single quotes, nothing inside
+    expands), except a :class:`HomeToken`, written ``"$HOME"'<rest>'``."""
+    if isinstance(token, HomeToken) and token.startswith("$HOME"):
+        rest = token[len("$HOME"):]
+        # shlex's safe characters mean nothing inside double quotes either.
+        return f'"$HOME{rest}"' if shlex.quote(rest) == rest else '"$HOME"' + shlex.quote(rest)
+    return shlex.quote(str(token))
+
+
 def shell_join(argv: list[str]) -> str:
-    """``argv`` as one line an operator can paste into a POSIX shell: every token quoted
-    with :func:`shlex.quote` (JSON flag values keep their double quotes), except tokens
-    starting with ``$HOME/``, double-quoted so the shell still expands ``$HOME``."""
-    out = []
-    for token in argv:
-        if token.startswith("$HOME/") and not any(c in token for c in '"\\`'):
-            out.append(f'"{token}"')
-        else:
-            out.append(shlex.quote(token))
-    return " ".join(out)
+    """``argv`` as one line an operator can paste into a POSIX shell, every token through
+    :func:`shell_quote`: agent data (``$HOME/$(…)``, backticks, ``;``, newlines) stays
+    literal text; only the planner's own :data:`HF_CACHE_MOUNT` expands ``$HOME``."""
+    return " ".join(shell_quote(token) for token in argv)
+
+
+def env_assignment(name: str, value: str) -> str:
+    """``NAME=value`` for a command prefix, the value quoted (``name`` is the planner's)."""
+    return f"{name}={shlex.quote(str(value))}"
 
 
 def display(value: Any) -> str:

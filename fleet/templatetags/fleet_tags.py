@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from django import template
 
 register = template.Library()
@@ -33,3 +35,10 @@ def gib(num_bytes: int | None) -> str:
 def seen_ago(host: object) -> str:
     """``ago`` of ``host.seconds_since_seen()``."""
     return ago(host.seconds_since_seen())  # type: ignore[attr-defined]
+
+
+@register.filter
+def shell_words(argv: list | None) -> str:
+    """An argv list (agent data) as one POSIX shell line, each token through
+    :func:`shlex.quote`, so pasting it runs nothing it quotes (``$(…)``, backticks, ``;``)."""
+    return " ".join(shlex.quote(str(token)) for token in argv or [])
