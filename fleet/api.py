@@ -29,6 +29,7 @@ from ninja.security import HttpBearer
 from fleet.bodies import BodyError, read_capped_body
 from fleet.models import AgentToken, EnrollmentSecret, Host
 from fleet.ratelimit import check_rate
+from fleet_agent.redact import redact_report
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -169,7 +170,7 @@ def submit_report(request: HttpRequest) -> Status:
     if wait_s > 0:
         raise ApiRefusal(429, "rate limit exceeded",
                          headers={"Retry-After": str(math.ceil(wait_s))})
-    raw = _decode_body(request)
+    raw = redact_report(_decode_body(request))  # the agent redacts; this is the second line
     wire = _validate(raw)
     if wire.host.machine_id != token.host.machine_id:
         raise ApiRefusal(403, "report machine_id does not match this token's host",

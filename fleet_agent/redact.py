@@ -1,16 +1,23 @@
 """Secret redaction: pure functions that keep credentials on the node.
 
-Rules (issue 3, ``shared/report-contract.md`` "Redaction replaces the value, never drops the flag"):
+Rules (issue 3 and issue 16 item 2, ``shared/report-contract.md`` "Redaction replaces the
+value, never drops the flag"):
 
-* a flag, env var or JSON key is secret when one of its words (split on ``-``, ``_``,
-  ``.`` and camelCase) is in :data:`SECRET_WORDS` (``HF_TOKEN``, ``--api-key``,
-  ``AWS_SECRET_ACCESS_KEY``, ``{"apiKey": ...}``); ``--max-num-batched-tokens``,
-  ``--tokenizer``, ``num_speculative_tokens`` and ``--kv-cache-dtype`` are not
-  (``TOKENS``, ``TOKENIZER`` and ``KV`` are other words);
-* a secret's value is replaced by :data:`~fleet_agent.schema.REDACTED` unless it is
-  a plain number (``--max-num-batched-tokens 8192`` style counters are not secrets);
-* credentials inside URLs (``scheme://user:pass@host``) and secret query parameters
-  (``?token=...``) are redacted wherever they appear;
+* a flag, env var or JSON key is secret when one of its word parts (split on ``-``, ``_``,
+  ``.`` and camelCase) is a secret word or abbreviation (:data:`SECRET_WORDS`: ``TOKEN(S)``,
+  ``KEY``, ``PASS``, ``PWD``, ``PAT``, ``AUTH``, ``HEADERS``, ``DSN``, ``COOKIE``,
+  ``SESSION``...) or contains a secret stem (:data:`SECRET_STEMS`: ``SSHPASS``,
+  ``PGPASSWORD``, ``GITHUBTOKEN``, ``OAUTH``); word parts, not raw substrings, so
+  ``TOKENIZERS_PARALLELISM``, ``PYTHONPATH``, ``KEYBOARD``, ``GIT_AUTHOR_NAME``,
+  ``CUDA_VISIBLE_DEVICES`` and ``VLLM_ATTENTION_BACKEND`` keep their values;
+* a secret's value is replaced by :data:`~fleet_agent.schema.REDACTED`, numbers included
+  (``NUMERIC_API_KEY=8675309``), except a plain number under a name that also carries a
+  quantity word (:data:`QUANTITY_WORDS`: ``--max-num-batched-tokens 8192``,
+  ``num_speculative_tokens``, ``NCCL_KEY_TIMEOUT=30``);
+* credentials inside URLs (``scheme://user:pass@host``), secret query parameters
+  (``?token=...``), ``Authorization: …``/``Bearer …``/``Basic …`` anywhere, secret flags
+  inside a value (``EXTRA_VLLM_ARGS="--api-key sk-…"``) and ``name=value`` pairs with a
+  secret name inside a value (``x-api-key=…,other=1``) are redacted wherever they appear;
 * JSON-valued flags (``--speculative-config '{...}'``) are parsed and their secret
   keys redacted.
 
@@ -27,12 +34,33 @@ from typing import Any
 
 from fleet_agent.schema import REDACTED
 
-#: Whole words that make a name secret (issue 3). Plural ``TOKENS`` is deliberately absent:
-#: ``--max-num-batched-tokens`` is a count. ``CREDENTIALS``/``APIKEY``/``PASSWORDS`` are
-#: common spellings of the same idea.
+#: Word parts that make a name secret (issue 16 item 2): words and their usual abbreviations.
 SECRET_WORDS = frozenset({
-    "TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",
-    "CREDENTIALS", "APIKEY", "PASSWORDS", "SECRETS",
+    "TOKEN", "TOKENS", "KEY", "KEYS", "APIKEY", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS",
+    "PASSWD", "PASS", "PWD", "PAT", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "CREDS",
+    "AUTH", "AUTHORIZATION", "BEARER", "HEADER", "HEADERS", "DSN", "COOKIE", "COOKIES",
+    "SESSION", "SESSIONS", "JWT", "PRIVATE", "SIGNATURE",
+})
+
+#: Stems that make a word secret wherever they occur in it (run-together names such as
+#: ``SSHPASS``, ``PGPASSWORD``, ``MYSQLPWD``, ``GITHUBTOKEN``, ``OAUTH``, ``XAPIKEY``).
+SECRET_STEMS = ("PASSWORD", "PASSWD", "PASSPHRASE", "SECRET", "TOKEN", "APIKEY",
+                "CREDENTIAL", "COOKIE", "AUTH", "BEARER", "SSHPASS", "PGPASS", "MYSQLPWD")
+
+#: Words that contain a stem but name something else (tokenizers, authors, bypasses).
+_NOT_SECRET_WORDS = frozenset({
+    "TOKENIZER", "TOKENIZERS", "DETOKENIZE", "DETOKENIZER", "TOKENIZE", "TOKENIZATION",
+    "AUTHOR", "AUTHORS",
+})
+
+#: Names the shell itself sets to a directory (``PWD``, ``OLDPWD``), not a password.
+_SHELL_DIRECTORIES = frozenset({"PWD", "OLDPWD"})
+
+#: Word parts that make a secret-looking name a count or a duration; only then is a plain
+#: number kept (``--max-num-batched-tokens 8192``, ``--long-prefill-token-threshold 512``).
+QUANTITY_WORDS = frozenset({
+    "MAX", "MIN", "NUM", "COUNT", "SIZE", "LEN", "LENGTH", "LIMIT", "BUDGET", "TIMEOUT",
+    "THRESHOLD", "TOTAL", "PER", "TTL", "INTERVAL", "RETRIES", "BATCHED", "LOOKAHEAD",
 })
 
 #: Flags whose value is a list (``--api-key k1 k2``): every following non-flag word is secret.
@@ -47,6 +75,18 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo
 _QUERY_PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[A-Za-z0-9_.\-]+)=(?P<value>[^&#\s;\"']*)")
 _ENV_ASSIGN = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)$", re.DOTALL)
 _JSON_PAIR = re.compile(r'"(?P<name>[^"\\]{1,128})"\s*:\s*"(?P<value>(?:[^"\\]|\\.)*)"')
+#: ``Authorization: x``, ``Bearer x``, ``Basic x``, ``Token x`` inside any text.
+_AUTH_SCHEME = re.compile(
+    r"(?P<head>\b(?:Bearer|Basic|Token|Digest|Negotiate)[ \t]+)(?P<value>[^\s,;\"']+)",
+    re.IGNORECASE)
+#: ``--flag value`` / ``--flag=value`` inside a value (``EXTRA_VLLM_ARGS``).
+_INLINE_FLAG = re.compile(
+    r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)"
+    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"'-][^\s,;&\"']*)")
+#: ``name=value`` / ``name: value`` inside a value (``x-api-key=abc,other=1``, headers).
+_INLINE_PAIR = re.compile(
+    r"(?<![\w.-])(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|:[ \t]*)"
+    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)")
 
 
 def name_words(name: str) -> list[str]:
@@ -59,13 +99,33 @@ def name_words(name: str) -> list[str]:
     return [w for w in re.split(r"[-_.\s]+", stripped.upper()) if w]
 
 
+def _secret_word(word: str) -> bool:
+    if word in SECRET_WORDS:
+        return True
+    if word in _NOT_SECRET_WORDS:
+        return False
+    return any(stem in word for stem in SECRET_STEMS)
+
+
 def is_secret_name(name: str) -> bool:
-    """True when ``name`` contains a word of :data:`SECRET_WORDS` (whole-word match)."""
-    return any(word in SECRET_WORDS for word in name_words(name))
+    """True when a word part of ``name`` is secret (:data:`SECRET_WORDS`, :data:`SECRET_STEMS`).
+
+    ``HF_TOKENS``, ``PGPASSWORD``, ``GH_PAT``, ``OTEL_EXPORTER_OTLP_HEADERS`` are secret;
+    ``TOKENIZERS_PARALLELISM``, ``PYTHONPATH``, ``CUDA_VISIBLE_DEVICES`` and ``PWD`` (the
+    shell's directory) are not.
+    """
+    if name.strip().upper() in _SHELL_DIRECTORIES:
+        return False
+    return any(_secret_word(word) for word in name_words(name))
+
+
+def is_quantity_name(name: str | None) -> bool:
+    """True when ``name`` carries a :data:`QUANTITY_WORDS` part (its numbers are counts)."""
+    return bool(name) and any(w in QUANTITY_WORDS for w in name_words(name or ""))
 
 
 def is_plain_number(value: str) -> bool:
-    """True for ``8192``, ``-1``, ``0.5``, ``1e3``: numbers are never treated as secrets."""
+    """True for ``8192``, ``-1``, ``0.5``, ``1e3``."""
     return bool(_NUMBER.fullmatch(value.strip()))
 
 
@@ -74,9 +134,11 @@ def _remember(found: set[str] | None, value: str) -> None:
         found.add(value)
 
 
-def redact_secret_value(value: str, found: set[str] | None = None) -> str:
-    """Return ``REDACTED`` for a secret's value, the value itself when it is a plain number."""
-    if value == "" or value == REDACTED or is_plain_number(value):
+def redact_secret_value(value: str, found: set[str] | None = None,
+                        name: str | None = None) -> str:
+    """``REDACTED`` for the value of secret ``name``; a plain number is kept only when
+    ``name`` is a quantity (:func:`is_quantity_name`), never for ``NUMERIC_API_KEY``."""
+    if value == "" or value == REDACTED or (is_plain_number(value) and is_quantity_name(name)):
         return value
     _remember(found, value)
     return REDACTED
@@ -99,7 +161,7 @@ def redact_urls(text: str, found: set[str] | None = None) -> str:
     def query(match: re.Match[str]) -> str:
         if not is_secret_name(match.group("name")):
             return match.group(0)
-        value = redact_secret_value(match.group("value"), found)
+        value = redact_secret_value(match.group("value"), found, match.group("name"))
         return f"{match.group('sep')}{match.group('name')}={value}"
 
     if "://" in text:
@@ -113,7 +175,9 @@ def _redact_json_obj(obj: Any, found: set[str] | None) -> Any:
     if isinstance(obj, dict):
         out: dict[str, Any] = {}
         for key, val in obj.items():
-            if is_secret_name(str(key)) and not isinstance(val, bool | int | float) and val:
+            if is_secret_name(str(key)) and not isinstance(val, bool) and val is not None \
+                    and val != "" and not (isinstance(val, int | float)
+                                           and is_quantity_name(str(key))):
                 _remember_nested(val, found)
                 out[key] = REDACTED
             else:
@@ -128,8 +192,9 @@ def _redact_json_obj(obj: Any, found: set[str] | None) -> Any:
 
 def _remember_nested(val: Any, found: set[str] | None) -> None:
     if isinstance(val, str):
-        if not is_plain_number(val):
-            _remember(found, val)
+        _remember(found, val)
+    elif isinstance(val, int | float) and not isinstance(val, bool):
+        _remember(found, str(val))
     elif isinstance(val, dict):
         for v in val.values():
             _remember_nested(v, found)
@@ -158,18 +223,48 @@ def redact_json_text(text: str, found: set[str] | None = None) -> str:
 def _json_pair(match: re.Match[str], found: set[str] | None) -> str:
     if not is_secret_name(match.group("name")):
         return match.group(0)
-    return f'"{match.group("name")}": "{redact_secret_value(match.group("value"), found)}"'
+    value = redact_secret_value(match.group("value"), found, match.group("name"))
+    return f'"{match.group("name")}": "{value}"'
+
+
+def redact_inline(text: str, found: set[str] | None = None) -> str:
+    """Redact credentials embedded in free text: ``Authorization: …``, ``Bearer …``,
+    ``--api-key sk-…`` / ``--hf-token=…`` and ``secret_name=value`` pairs.
+
+    ``EXTRA_VLLM_ARGS="--api-key sk-1 --port 8000"`` -> ``--api-key REDACTED --port 8000``.
+    Linear: two regex passes without nested quantifiers.
+    """
+    def auth(match: re.Match[str]) -> str:
+        return match.group("head") + redact_secret_value(match.group("value"), found)
+
+    def pair(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if not is_secret_name(name):
+            return match.group(0)
+        raw = match.group("value")
+        quote = raw[0] if raw[:1] in ("'", '"') and len(raw) > 1 else ""
+        inner = raw[1:-1] if quote else raw
+        redacted = redact_secret_value(inner, found, name)
+        return f"{name}{match.group('sep')}{quote}{redacted}{quote}"
+
+    if any(c in text for c in "=: \t"):
+        text = _AUTH_SCHEME.sub(auth, text)
+        text = _INLINE_FLAG.sub(pair, text)
+        text = _INLINE_PAIR.sub(pair, text)
+    return text
 
 
 def redact_text(text: str, found: set[str] | None = None) -> str:
-    """Redact a free-form value: JSON documents, ``NAME=value`` assignments and URLs."""
+    """Redact a free-form value: JSON documents, ``NAME=value`` assignments, URLs, and
+    credentials embedded in text (:func:`redact_inline`)."""
     stripped = text.strip()
     if stripped[:1] in ("{", "["):
         text = redact_json_text(text, found)
     match = _ENV_ASSIGN.match(text)
     if match and is_secret_name(match.group("name")):
-        return f"{match.group('name')}={redact_secret_value(match.group('value'), found)}"
-    return redact_urls(text, found)
+        value = redact_secret_value(match.group("value"), found, match.group("name"))
+        return f"{match.group('name')}={value}"
+    return redact_inline(redact_urls(text, found), found)
 
 
 def redact_argv(argv: list[str], found: set[str] | None = None) -> list[str]:
@@ -181,9 +276,10 @@ def redact_argv(argv: list[str], found: set[str] | None = None) -> list[str]:
     out: list[str] = []
     pending = 0  # how many following words are the value of a secret flag
     list_flag = False
+    secret_flag = ""
     for word in argv:
         if pending and not (word.startswith("-") and len(word) > 1 and not is_plain_number(word)):
-            out.append(redact_secret_value(word, found))
+            out.append(redact_secret_value(word, found, secret_flag))
             pending = pending - 1 if not list_flag else pending
             continue
         pending, list_flag = 0, False
@@ -191,10 +287,11 @@ def redact_argv(argv: list[str], found: set[str] | None = None) -> list[str]:
             flag, eq, value = word.partition("=")
             if is_secret_name(flag):
                 if eq:
-                    out.append(f"{flag}={redact_secret_value(value, found)}")
+                    out.append(f"{flag}={redact_secret_value(value, found, flag)}")
                 else:
                     out.append(word)
                     pending, list_flag = 1, flag in _LIST_SECRET_FLAGS
+                    secret_flag = flag
                 continue
             out.append(f"{flag}={redact_text(value, found)}" if eq else word)
             continue
@@ -207,7 +304,7 @@ def redact_env(env: dict[str, str], found: set[str] | None = None) -> dict[str, 
     out: dict[str, str] = {}
     for name, value in env.items():
         if is_secret_name(name):
-            out[name] = redact_secret_value(value, found)
+            out[name] = redact_secret_value(value, found, name)
         else:
             out[name] = redact_text(value, found)
     return out
@@ -237,3 +334,31 @@ def _scrub(obj: Any, needles: list[str]) -> Any:
     if isinstance(obj, list):
         return [_scrub(v, needles) for v in obj]
     return obj
+
+
+def redact_report(raw: Any) -> Any:
+    """A decoded report (wire JSON) with every server's argv, env, base_url and errors
+    redacted, and every secret value found there scrubbed from the whole document.
+
+    The dashboard runs this at ingest (defence in depth: an older or modified agent may send
+    what this one would redact). Fields of the wrong type are left for the schema to refuse.
+    """
+    if not isinstance(raw, dict) or not isinstance(raw.get("servers"), list):
+        return raw
+    found: set[str] = set()
+    servers = []
+    for server in raw["servers"]:
+        if isinstance(server, dict):
+            server = dict(server)
+            argv, env = server.get("argv"), server.get("env")
+            if isinstance(argv, list) and all(isinstance(w, str) for w in argv):
+                server["argv"] = redact_argv(argv, found)
+            if isinstance(env, dict) and all(isinstance(v, str) for v in env.values()):
+                server["env"] = redact_env({str(k): v for k, v in env.items()}, found)
+            if isinstance(server.get("base_url"), str):
+                server["base_url"] = redact_urls(server["base_url"], found)
+            errors = server.get("errors")
+            if isinstance(errors, list) and all(isinstance(e, str) for e in errors):
+                server["errors"] = [redact_text(e, found) for e in errors]
+        servers.append(server)
+    return scrub({**raw, "servers": servers}, found)

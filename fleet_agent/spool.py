@@ -6,6 +6,10 @@ every existing one, even if the clock steps back). Writes go through a temp file
 ``os.replace`` so a crash never leaves half a report. Bounded by a count and a byte
 total; the oldest reports are dropped first and counted in ``state.json``
 (``spool_dropped``, reported as ``agent.spool_dropped``).
+
+Reports are redacted but still describe the node, so the spool directory is ``0700`` and
+every file ``0600`` (issue 16 item 2); :func:`private_dir` also tightens a directory and
+files an older agent left world-readable.
 """
 
 from __future__ import annotations
@@ -19,6 +23,31 @@ from pathlib import Path
 from typing import Any
 
 SUFFIX = ".json.gz"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_dir(directory: Path) -> None:
+    """Create ``directory`` as 0700 (or tighten it) and make the files in it 0600."""
+    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(directory, DIR_MODE)
+    with os.scandir(directory) as found:
+        for item in found:
+            if item.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.chmod(item.path, FILE_MODE)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a 0600 temp file, fsync, then rename into place."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fh.fileno(), FILE_MODE)  # an existing temp file keeps its old mode otherwise
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 @dataclass
@@ -52,10 +81,9 @@ class StateFile:
         """Merge ``values`` into the state and write it atomically; returns the new state."""
         state = self.read()
         state.update(values)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(state, indent=1, sort_keys=True, default=str))
-        os.replace(tmp, self.path)
+        self.path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        write_private(self.path, json.dumps(state, indent=1, sort_keys=True,
+                                            default=str).encode())
         return state
 
 
@@ -67,6 +95,7 @@ class Spool:
         self.max_reports = max(1, max_reports)
         self.max_bytes = max(1, max_bytes)
         self.state = state
+        self._private = False
 
     def entries(self) -> list[SpoolEntry]:
         """Pending reports, oldest first; missing directory means empty."""
@@ -102,15 +131,12 @@ class Spool:
 
     def put(self, report_id: str, body_gz: bytes) -> Path:
         """Store one gzipped report, then enforce the bounds (oldest dropped first)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if not self._private:  # once per process: also tightens what an older agent left
+            private_dir(self.dir)
+            self._private = True
         entries = self.entries()
         path = self.dir / f"{self._next_stamp(entries):020d}-{report_id}{SUFFIX}"
-        tmp = self.dir / f".{path.name}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(body_gz)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_private(path, body_gz)
         self._enforce(entries + [SpoolEntry(path, len(body_gz))])
         return path
 

@@ -39,10 +39,10 @@ def test_a_numeric_value_of_a_secret_named_flag_is_kept() -> None:
 def test_environment_secrets_are_matched_on_whole_words() -> None:
     env = {"HF_TOKEN": "hf_abc", "VLLM_API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "s",
            "DB_PASSWORD": "p", "TOKENIZERS_PARALLELISM": "false", "KEYBOARD": "us",
-           "MONKEY": "x", "NUM_TOKENS": "12ab"}
+           "MONKEY": "x", "NUM_TOKENS": "12", "MAX_TOKENS": "12ab"}
     out = redact.redact_env(env)
     assert [k for k, v in out.items() if v == REDACTED] == [
-        "HF_TOKEN", "VLLM_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD"]
+        "HF_TOKEN", "VLLM_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "MAX_TOKENS"]
 
 
 def test_credentials_in_urls_and_query_strings_are_removed() -> None:
