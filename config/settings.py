@@ -144,6 +144,17 @@ INGEST_RATE = env_rate("INGEST_RATE", "1/5s")
 INGEST_BURST = env_int("INGEST_BURST", 10, minimum=1)
 #: Seconds an agent is told to wait (Retry-After) when the database is unreachable.
 INGEST_RETRY_AFTER_S = 30
+#: How far ahead of this server's clock a report's collected_at may be (seconds): clock skew
+#: between nodes is tolerated, a 2099 timestamp that would hide every later report is not.
+COLLECTED_AT_MAX_AHEAD_S = env_int("COLLECTED_AT_MAX_AHEAD_S", 300, minimum=0)
+
+# --- enrollment (issue 16 item 3) ---------------------------------------------------
+#: Enrollment attempts per client IP and per secret: (requests, per seconds), and burst.
+ENROLL_RATE = env_rate("ENROLL_RATE", "10/60s")
+ENROLL_BURST = env_int("ENROLL_BURST", 5, minimum=1)
+#: Defaults of a new enrollment secret: how many machines it may enroll, and for how long.
+ENROLL_SECRET_MAX_USES = env_int("ENROLL_SECRET_MAX_USES", 1, minimum=1)
+ENROLL_SECRET_TTL_H = env_int("ENROLL_SECRET_TTL_H", 24, minimum=1)
 
 # --- Celery (cookiecutter-django shape: JSON only, time limits, named queues) -------
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"

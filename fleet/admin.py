@@ -59,8 +59,10 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
 @admin.register(EnrollmentSecret)
 class EnrollmentSecretAdmin(admin.ModelAdmin):
-    list_display = ("name", "created_at", "last_used_at", "revoked_at")
-    fields = ("name", "revoked_at")
+    list_display = ("name", "created_at", "last_used_at", "uses", "max_uses", "expires_at",
+                    "revoked_at")
+    fields = ("name", "revoked_at", "uses", "max_uses", "expires_at")
+    readonly_fields = ("uses", "max_uses", "expires_at")  # set at creation (settings' defaults)
     actions = ["revoke"]
 
     def save_model(self, request: HttpRequest, obj: EnrollmentSecret, form: Any,
@@ -75,7 +77,8 @@ class EnrollmentSecretAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected secrets")
     def revoke(self, request: HttpRequest, queryset: QuerySet[EnrollmentSecret]) -> None:
-        queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
+        for secret in queryset.filter(revoked_at=None):
+            secret.revoke()  # and every token it minted
 
 
 @admin.register(Report)

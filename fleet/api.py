@@ -9,6 +9,7 @@ answer 202; evaluation is enqueued after commit. No stack trace ever leaves.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -16,18 +17,18 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
-from ninja import NinjaAPI, Schema
+from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.responses import Status
 from ninja.security import HttpBearer
 
 from fleet.bodies import BodyError, read_capped_body
-from fleet.models import AgentToken, EnrollmentSecret, Host
+from fleet.models import AgentToken, EnrollmentSecret, Host, sha256_hex
 from fleet.ratelimit import check_rate
 from fleet_agent.redact import redact_report
 from fleet_agent.schema import (
@@ -60,12 +61,20 @@ def error_response(status: int, error: str, details: list[Any] | None = None,
 
 
 class TokenAuth(HttpBearer):
-    """Bearer host token, looked up by sha256 before anything else touches the request."""
+    """Bearer host token, looked up by sha256 before anything else touches the request.
+
+    A token waiting for an admin's approval (re-enrollment of a known machine) is refused
+    with 403 and says so; unknown and revoked tokens get 401.
+    """
 
     def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
-        agent_token = AgentToken.authenticate(token)
-        if agent_token is not None:
-            agent_token.touch()
+        agent_token = AgentToken.lookup(token)
+        if agent_token is None:
+            return None
+        if agent_token.pending:
+            raise ApiRefusal(403, "this host's re-enrollment awaits an admin's approval "
+                             "(Settings > Pending enrollments)")
+        agent_token.touch()
         return agent_token
 
 
@@ -96,6 +105,12 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return error_response(exc.status_code, str(exc))
 
 
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return error_response(413, "request body too large",
+                          [{"path": "$", "message": "over DATA_UPLOAD_MAX_MEMORY_SIZE"}])
+
+
 @api.exception_handler(Exception)
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     if isinstance(exc, OperationalError | InterfaceError):
@@ -106,20 +121,37 @@ def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     return error_response(500, "internal error")
 
 
-class EnrollIn(Schema):
-    """Enrollment request: the shared secret and the host's identity."""
+#: Longest enrollment secret accepted (ours are 36 characters); bounds the hashing work.
+MAX_SECRET_CHARS = 128
 
-    secret: str
-    machine_id: str
-    hostname: str
+
+class EnrollIn(Schema):
+    """Enrollment request: the shared secret and the host's identity.
+
+    ``previous_token``: the token this machine holds now (a re-install); when it is this
+    machine's live token, the new one replaces it without an admin's approval.
+    """
+
+    secret: str = Field(min_length=1, max_length=MAX_SECRET_CHARS)
+    machine_id: str = Field(min_length=1, max_length=255)
+    hostname: str = Field(min_length=1, max_length=255)
+    previous_token: str | None = Field(default=None, max_length=MAX_SECRET_CHARS)
 
 
 class EnrollOut(Schema):
-    """The host token, shown once; only its sha256 is stored."""
+    """The host token, shown once; only its sha256 is stored. ``pending``: it works once an
+    admin approves the re-enrollment (the machine already had a live token)."""
 
     token: str
     host: str
     machine_id: str
+    pending: bool = False
+
+
+class RevokedOut(Schema):
+    """The presented token is revoked."""
+
+    revoked: bool
 
 
 class ErrorOut(Schema):
@@ -136,23 +168,96 @@ class AcceptedOut(Schema):
     duplicate: bool
 
 
-@api.post("/v1/enroll", response={201: EnrollOut, 403: ErrorOut, 422: ErrorOut},
+def _client_ip(request: HttpRequest) -> str:
+    return request.META.get("REMOTE_ADDR") or "unknown"
+
+
+def _ip_or_none(request: HttpRequest) -> str | None:
+    try:
+        return str(ipaddress.ip_address(request.META.get("REMOTE_ADDR") or ""))
+    except ValueError:
+        return None
+
+
+def _enroll_keys(request: HttpRequest, secret: str) -> tuple[str, str]:
+    return (f"enroll-ip:{_client_ip(request)}", f"enroll-secret:{sha256_hex(secret)[:32]}")
+
+
+def _enroll_wait(request: HttpRequest, secret: str) -> None:
+    """429 while the client IP or the presented secret has used up its refused attempts."""
+    for key in _enroll_keys(request, secret):
+        wait_s = check_rate(key, rate=settings.ENROLL_RATE, burst=settings.ENROLL_BURST,
+                            consume=False)
+        if wait_s > 0:
+            raise ApiRefusal(429, "too many enrollment attempts",
+                             headers={"Retry-After": str(math.ceil(wait_s))})
+
+
+def _enroll_refused(request: HttpRequest, secret: str) -> None:
+    """Count a refused attempt against the client IP and the secret (``ENROLL_RATE``).
+
+    Only refusals count: guessing is what the limit stops, while a valid multi-machine
+    secret enrolling a rack from one jump host is bounded by its ``max_uses`` instead.
+    """
+    for key in _enroll_keys(request, secret):
+        check_rate(key, rate=settings.ENROLL_RATE, burst=settings.ENROLL_BURST)
+
+
+def _printable(field: str, value: str) -> str:
+    value = value.strip()
+    if not value or not value.isprintable():
+        raise ApiRefusal(422, f"{field} must be 1-255 printable characters",
+                         [{"path": field, "message": "empty or not printable"}])
+    return value
+
+
+@api.post("/v1/enroll", response={201: EnrollOut, 202: EnrollOut, 403: ErrorOut,
+                                  422: ErrorOut, 429: ErrorOut},
           summary="Exchange an enrollment secret for a host token")
 def enroll(request: HttpRequest, payload: EnrollIn) -> Status:
-    """Create or find the host by ``machine_id`` and issue a new token (shown once)."""
-    machine_id, hostname = payload.machine_id.strip(), payload.hostname.strip()
-    if not (0 < len(machine_id) <= 255 and 0 < len(hostname) <= 255):
-        raise ApiRefusal(422, "machine_id and hostname must be 1-255 characters")
+    """Issue a host token (shown once) for ``machine_id``.
+
+    201: a new machine, or a re-install presenting this machine's live ``previous_token``
+    (revoked now). 202 ``pending``: the machine already has a live token, so the new one
+    waits for an admin's approval in Settings; the old one keeps working until then.
+    403: unknown, revoked, expired or used-up secret. 429: rate limited.
+    """
+    _enroll_wait(request, payload.secret)
+    machine_id = _printable("machine_id", payload.machine_id)
+    hostname = _printable("hostname", payload.hostname)
     with transaction.atomic():
         secret = EnrollmentSecret.match(payload.secret)
-        if secret is None:
-            raise ApiRefusal(403, "invalid enrollment secret")
-        EnrollmentSecret.objects.filter(pk=secret.pk).update(last_used_at=timezone.now())
-        host, _ = Host.objects.get_or_create(machine_id=machine_id,
-                                             defaults={"hostname": hostname})
-        _, plaintext = AgentToken.issue(host)
+        if secret is None or not secret.consume():
+            _enroll_refused(request, payload.secret)
+            raise ApiRefusal(403, "invalid, revoked, expired or used-up enrollment secret")
+        host, created = Host.objects.get_or_create(machine_id=machine_id,
+                                                   defaults={"hostname": hostname})
+        live = AgentToken.live().filter(host=host)
+        previous = AgentToken.authenticate(payload.previous_token) \
+            if payload.previous_token else None
+        replaces = previous is not None and previous.host_id == host.pk
+        pending = not created and not replaces and live.exists()
+        _, plaintext = AgentToken.issue(host, secret=secret, pending=pending,
+                                        requested_hostname=hostname,
+                                        requested_from=_ip_or_none(request))
+        if replaces:
+            previous.revoke()
+    if pending:
+        log.warning("re-enrollment of known machine %s from %s awaits approval",
+                    machine_id, _client_ip(request))
+        return Status(202, {"token": plaintext, "host": hostname, "machine_id": machine_id,
+                            "pending": True})
     return Status(201, {"token": plaintext, "host": host.hostname,
-                        "machine_id": host.machine_id})
+                        "machine_id": host.machine_id, "pending": False})
+
+
+@api.post("/v1/revoke", auth=TokenAuth(), response={200: RevokedOut, 401: ErrorOut},
+          summary="Revoke the presented host token (agent uninstall)")
+def revoke(request: HttpRequest) -> Status:
+    """The agent's uninstall revokes its own token; the next use answers 401."""
+    token: AgentToken = request.auth
+    token.revoke()
+    return Status(200, {"revoked": True})
 
 
 _REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json": {

@@ -91,31 +91,79 @@ class Host(models.Model):
 
 
 class EnrollmentSecret(models.Model):
-    """A shared secret agents present once to obtain a host token. Stored as sha256."""
+    """A shared secret agents present to obtain a host token. Stored as sha256.
+
+    A secret enrolls at most ``max_uses`` machines and only until ``expires_at``; revoking it
+    revokes every token it minted (issue 16 item 3: a leaked secret must not keep its hosts).
+    """
 
     name = models.CharField(max_length=100)
     secret_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    max_uses = models.PositiveIntegerField(default=1)
+    uses = models.PositiveIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.name
 
     @classmethod
-    def create(cls, name: str) -> tuple[EnrollmentSecret, str]:
-        """Create a secret; returns ``(row, plaintext)``. The plaintext is never stored."""
+    def create(cls, name: str, max_uses: int | None = None,
+               valid_for: timedelta | None = None) -> tuple[EnrollmentSecret, str]:
+        """Create a secret; returns ``(row, plaintext)``. The plaintext is never stored.
+
+        ``max_uses`` (default ``settings.ENROLL_SECRET_MAX_USES``) enrollments, valid for
+        ``valid_for`` (default ``settings.ENROLL_SECRET_TTL_H`` hours).
+        """
+        from django.conf import settings
+
         plaintext = "fes_" + secrets.token_urlsafe(24)
-        return cls.objects.create(name=name, secret_hash=sha256_hex(plaintext)), plaintext
+        ttl = valid_for if valid_for is not None else timedelta(
+            hours=settings.ENROLL_SECRET_TTL_H)
+        row = cls.objects.create(
+            name=name, secret_hash=sha256_hex(plaintext), expires_at=timezone.now() + ttl,
+            max_uses=max_uses if max_uses is not None else settings.ENROLL_SECRET_MAX_USES)
+        return row, plaintext
 
     @classmethod
     def match(cls, plaintext: str) -> EnrollmentSecret | None:
-        """The unrevoked secret whose hash matches ``plaintext``, or None."""
-        return cls.objects.filter(secret_hash=sha256_hex(plaintext), revoked_at=None).first()
+        """The usable secret (unrevoked, unexpired, uses left) matching ``plaintext``."""
+        return (cls.objects.filter(secret_hash=sha256_hex(plaintext), revoked_at=None,
+                                   uses__lt=models.F("max_uses"))
+                .exclude(expires_at__lte=timezone.now()).first())
+
+    def consume(self) -> bool:
+        """Count one enrollment; False when another request took the last use first."""
+        return EnrollmentSecret.objects.filter(
+            pk=self.pk, uses__lt=models.F("max_uses"), revoked_at=None,
+        ).update(uses=models.F("uses") + 1, last_used_at=timezone.now()) == 1
+
+    @property
+    def state(self) -> str:
+        """``revoked``, ``expired``, ``used up`` or ``usable`` (for the Settings page)."""
+        if self.revoked_at:
+            return "revoked"
+        if self.expires_at and self.expires_at <= timezone.now():
+            return "expired"
+        return "used up" if self.uses >= self.max_uses else "usable"
+
+    def revoke(self) -> int:
+        """Revoke the secret and every token (live or pending) it minted; returns how many."""
+        now = timezone.now()
+        self.revoked_at = now
+        self.save(update_fields=["revoked_at"])
+        return AgentToken.objects.filter(secret=self, revoked_at=None).update(revoked_at=now)
 
 
 class AgentToken(models.Model):
-    """A host's bearer token. Only the sha256 and a short prefix (to recognise it) are kept."""
+    """A host's bearer token. Only the sha256 and a short prefix (to recognise it) are kept.
+
+    ``pending``: issued by re-enrolling a machine that still had a live token; it works only
+    once an admin approves it in Settings (which revokes the older tokens), so an enrollment
+    secret alone cannot take over an existing host (issue 16 item 3).
+    """
 
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="tokens")
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
@@ -123,28 +171,58 @@ class AgentToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    secret = models.ForeignKey(EnrollmentSecret, null=True, blank=True,
+                               on_delete=models.CASCADE, related_name="tokens")
+    pending = models.BooleanField(default=False)
+    requested_hostname = models.CharField(max_length=255, blank=True)
+    requested_from = models.GenericIPAddressField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.host})"
 
     @classmethod
-    def issue(cls, host: Host) -> tuple[AgentToken, str]:
+    def issue(cls, host: Host, secret: EnrollmentSecret | None = None, pending: bool = False,
+              requested_hostname: str = "", requested_from: str | None = None,
+              ) -> tuple[AgentToken, str]:
         """Create a token for ``host``; returns ``(row, plaintext)``, plaintext shown once."""
         plaintext = "fat_" + secrets.token_urlsafe(32)
         row = cls.objects.create(host=host, token_hash=sha256_hex(plaintext),
-                                 prefix=plaintext[:TOKEN_PREFIX_LEN])
+                                 prefix=plaintext[:TOKEN_PREFIX_LEN], secret=secret,
+                                 pending=pending, requested_hostname=requested_hostname,
+                                 requested_from=requested_from)
         return row, plaintext
 
     @classmethod
+    def live(cls) -> models.QuerySet[AgentToken]:
+        """Tokens that authenticate: unrevoked, approved, minted by an unrevoked secret."""
+        return cls.objects.filter(revoked_at=None, pending=False).exclude(
+            secret__revoked_at__isnull=False)
+
+    @classmethod
+    def lookup(cls, plaintext: str) -> AgentToken | None:
+        """The unrevoked token (live or pending) matching ``plaintext``, or None."""
+        return (cls.objects.select_related("host", "secret")
+                .filter(token_hash=sha256_hex(plaintext), revoked_at=None)
+                .exclude(secret__revoked_at__isnull=False).first())
+
+    @classmethod
     def authenticate(cls, plaintext: str) -> AgentToken | None:
-        """The unrevoked token matching ``plaintext`` (with its host), or None."""
-        return (cls.objects.select_related("host")
-                .filter(token_hash=sha256_hex(plaintext), revoked_at=None).first())
+        """The live token matching ``plaintext`` (with its host), or None."""
+        return cls.live().select_related("host").filter(token_hash=sha256_hex(plaintext)).first()
 
     def revoke(self) -> None:
         """Revoke now; the next request with this token gets 401."""
         self.revoked_at = timezone.now()
         self.save(update_fields=["revoked_at"])
+
+    def approve(self) -> int:
+        """Make a pending token live and revoke the host's other tokens; returns how many."""
+        now = timezone.now()
+        revoked = AgentToken.objects.filter(host=self.host, revoked_at=None).exclude(
+            pk=self.pk).update(revoked_at=now)
+        self.pending = False
+        self.save(update_fields=["pending"])
+        return revoked
 
     def touch(self) -> None:
         """Record a use, at most once a minute per token to spare the database."""

@@ -20,21 +20,26 @@ from django.core.cache import cache
 log = logging.getLogger(__name__)
 
 
-def check_rate(key: str, now: float | None = None) -> float:
+def check_rate(key: str, now: float | None = None, rate: tuple[int, float] | None = None,
+               burst: int | None = None, consume: bool = True) -> float:
     """Count one request for ``key``; returns 0 if allowed, else seconds to wait.
 
-    A refused request does not consume capacity.
+    ``rate`` (events, per seconds) and ``burst`` default to ``INGEST_RATE``/``INGEST_BURST``
+    (enrollment passes ``ENROLL_RATE``/``ENROLL_BURST``). A refused request does not consume
+    capacity; ``consume=False`` only asks whether a request would pass now.
     """
-    events, period_s = settings.INGEST_RATE
+    events, period_s = rate or settings.INGEST_RATE
     interval = period_s / events
-    tolerance = interval * (settings.INGEST_BURST - 1)
+    tolerance = interval * ((burst or settings.INGEST_BURST) - 1)
     now = time.time() if now is None else now
     cache_key = f"ingest-rate:{key}"
     try:
         tat = max(float(cache.get(cache_key) or 0.0), now)  # theoretical arrival time
         if tat - now > tolerance:
             return tat - tolerance - now
-        cache.set(cache_key, tat + interval, timeout=math.ceil(tolerance + interval) + 1)
+        if consume:
+                cache.set(cache_key, tat + interval,
+                          timeout=math.ceil(tolerance + interval) + 1)
     except Exception as exc:  # noqa: BLE001 - any cache backend error
         # Redis (the cache) is down: storing the report matters more than limiting it,
         # so the limiter fails open (issue 8: reports are still accepted while Redis is down).

@@ -13,6 +13,8 @@ urlpatterns = [
     path("settings/secrets/", views_settings.secret_create, name="secret_create"),
     path("settings/secrets/<int:pk>/revoke/", views_settings.secret_revoke,
          name="secret_revoke"),
+    path("settings/enrollments/<int:pk>/<str:decision>/", views_settings.enrollment_decide,
+         name="enrollment_decide"),
     path("settings/tokens/<int:pk>/revoke/", views_settings.token_revoke, name="token_revoke"),
     path("settings/users/", views_settings.user_create, name="user_create"),
     path("settings/users/<int:pk>/role/", views_settings.user_role, name="user_role"),

@@ -6,6 +6,7 @@ stored (only its sha256 is), so reloading the page cannot show it again.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -13,9 +14,8 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db.models import Prefetch
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from fleet.access import ROLES, permits, role_of, set_role
@@ -25,9 +25,12 @@ TOKENS_PER_PAGE = 100
 
 
 class SecretForm(forms.Form):
-    """Name of a new enrollment secret (a label for people, e.g. ``rack-12``)."""
+    """A new enrollment secret: a label for people (``rack-12``), how many machines it may
+    enroll and for how many hours."""
 
     name = forms.CharField(max_length=100)
+    max_uses = forms.IntegerField(min_value=1, max_value=10000, required=False)
+    valid_hours = forms.IntegerField(min_value=1, max_value=24 * 365, required=False)
 
 
 class UserForm(forms.Form):
@@ -52,7 +55,7 @@ class RoleForm(forms.Form):
 
 def _page(request: HttpRequest, **extra: Any) -> HttpResponse:
     q = request.GET.get("q", "").strip()
-    tokens = (AgentToken.objects.filter(revoked_at=None).select_related("host")
+    tokens = (AgentToken.live().select_related("host")
               .order_by("host__hostname", "-created_at"))
     if q:
         tokens = tokens.filter(host__hostname__icontains=q)
@@ -60,6 +63,9 @@ def _page(request: HttpRequest, **extra: Any) -> HttpResponse:
         Prefetch("groups"), "user_permissions")
     context = {
         "secrets": EnrollmentSecret.objects.order_by("revoked_at", "-created_at")[:100],
+        "pending": AgentToken.objects.filter(pending=True, revoked_at=None).exclude(
+            secret__revoked_at__isnull=False).select_related("host", "secret")
+        .order_by("-created_at")[:100],
         "tokens": Paginator(tokens, TOKENS_PER_PAGE).get_page(request.GET.get("page")),
         "users": [(u, role_of(u)) for u in users[:500]], "roles": ROLES, "q": q,
         "secret_form": SecretForm(), "user_form": UserForm(),
@@ -81,7 +87,10 @@ def secret_create(request: HttpRequest) -> HttpResponse:
     form = SecretForm(request.POST)
     if not form.is_valid():
         return _page(request, secret_form=form)
-    row, plaintext = EnrollmentSecret.create(form.cleaned_data["name"])
+    hours = form.cleaned_data.get("valid_hours")
+    row, plaintext = EnrollmentSecret.create(
+        form.cleaned_data["name"], max_uses=form.cleaned_data.get("max_uses"),
+        valid_for=timedelta(hours=hours) if hours else None)
     return _page(request, new_secret=plaintext, new_secret_row=row)
 
 
@@ -90,9 +99,28 @@ def secret_create(request: HttpRequest) -> HttpResponse:
 def secret_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     """Revoke an enrollment secret: agents can no longer enroll with it."""
     secret = get_object_or_404(EnrollmentSecret, pk=pk, revoked_at=None)
-    secret.revoked_at = timezone.now()
-    secret.save(update_fields=["revoked_at"])
-    messages.success(request, f"Enrollment secret {secret.name} revoked.")
+    count = secret.revoke()
+    messages.success(request, f"Enrollment secret {secret.name} revoked, with the {count} "
+                              "host token(s) it issued.")
+    return redirect("fleet:settings")
+
+
+@permits("manage_tokens")
+@require_POST
+def enrollment_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
+    """Approve (the new token goes live, the host's older tokens are revoked) or deny (the
+    pending token is revoked) a re-enrollment of a machine that had a live token."""
+    if decision not in ("approve", "deny"):
+        raise Http404("unknown decision")
+    token = get_object_or_404(AgentToken.objects.select_related("host"), pk=pk,
+                              pending=True, revoked_at=None)
+    if decision == "approve":
+        revoked = token.approve()
+        messages.success(request, f"Re-enrollment of {token.host.hostname} approved; "
+                                  f"{revoked} older token(s) revoked.")
+    else:
+        token.revoke()
+        messages.success(request, f"Re-enrollment of {token.host.hostname} denied.")
     return redirect("fleet:settings")
 
 

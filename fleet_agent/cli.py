@@ -1,4 +1,7 @@
-"""``fleet-agent`` command line: enroll, collect [--print], run, status.
+"""``fleet-agent`` command line: enroll, collect [--print], run, status, revoke.
+
+The enrollment secret never goes in argv (world-readable in ``/proc``, kept in shell
+history): ``--secret-file PATH`` (``-`` reads stdin) or ``$FLEET_ENROLL_SECRET``.
 
 Common options (before or after the subcommand): ``--config PATH`` (default
 ``/etc/fleet-agent/config.toml``, env ``FLEET_AGENT_CONFIG``), ``--root DIR`` (the
@@ -43,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     enroll = sub.add_parser("enroll", parents=[common], help="exchange a secret for a token")
     enroll.add_argument("--server", required=True, help="dashboard URL, e.g. https://fleet.example")
-    enroll.add_argument("--secret", help="enrollment secret (default: $FLEET_ENROLL_SECRET)")
+    enroll.add_argument("--secret-file", metavar="PATH",
+                        help="file holding the enrollment secret, '-' for stdin "
+                             "(default: $FLEET_ENROLL_SECRET)")
     enroll.add_argument("--interval", type=int, help="collection interval in seconds")
     enroll.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     collect = sub.add_parser("collect", parents=[common], help="collect one report")
@@ -52,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="collect and deliver every interval")
     run.add_argument("--cycles", type=int, help=argparse.SUPPRESS)  # tests: stop after N
     sub.add_parser("status", parents=[common], help="what was found, spool depth, last delivery")
+    sub.add_parser("revoke", parents=[common],
+                   help="revoke this host's token on the dashboard (uninstall)")
     return parser
 
 
@@ -63,21 +70,42 @@ def _load_agent(args: argparse.Namespace) -> tuple[runner.Agent, Path]:
     return runner.Agent(config=cfg, root=root, gpu_source=gpu_source), path
 
 
+#: Longest secret read from a file or stdin (the dashboard accepts 128 characters).
+MAX_SECRET_CHARS = 128
+
+
+def _read_secret(args: argparse.Namespace) -> str | None:
+    if args.secret_file:
+        if args.secret_file == "-":  # noqa: S105 - "-" means stdin, not a password
+            text = sys.stdin.read(MAX_SECRET_CHARS + 2)
+        else:
+            with open(args.secret_file, encoding="utf-8") as fh:
+                text = fh.read(MAX_SECRET_CHARS + 2)
+        return text.strip() or None
+    return os.environ.get("FLEET_ENROLL_SECRET") or None
+
+
 def cmd_enroll(args: argparse.Namespace) -> int:
-    """Enroll with the dashboard and write the token into the config file (0600)."""
+    """Enroll with the dashboard and write the token into the config file (0600).
+
+    A token already in the config is sent as ``previous_token`` (a re-install replaces it
+    instead of waiting for an admin's approval).
+    """
     agent, path = _load_agent(args)
-    secret = args.secret or os.environ.get("FLEET_ENROLL_SECRET")
+    secret = _read_secret(args)
     if not secret:
-        print("enroll: no secret (use --secret or $FLEET_ENROLL_SECRET)", file=sys.stderr)
+        print("enroll: no secret (use --secret-file PATH|- or $FLEET_ENROLL_SECRET)",
+              file=sys.stderr)
         return 2
     host = host_info(agent.root, agent.config, {})
+    cfg = agent.config
     try:
-        token = deliver.enroll(args.server, secret, host["machine_id"], host["hostname"])
+        answer = deliver.enroll_request(args.server, secret, host["machine_id"],
+                                        host["hostname"], previous_token=cfg.token or None)
     except RuntimeError as exc:
         print(f"enroll: {exc}", file=sys.stderr)
         return 1
-    cfg = agent.config
-    cfg.server_url, cfg.token = args.server, token
+    cfg.server_url, cfg.token = args.server, answer["token"]
     if args.interval:
         cfg.interval_s = args.interval
     for label in args.label:
@@ -85,6 +113,27 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         cfg.labels[key] = value
     config.save(cfg, path)
     print(f"enrolled {host['hostname']} ({host['machine_id']}); token written to {path}")
+    if answer["pending"]:
+        print("this machine was already enrolled: the new token works once an admin approves "
+              "it in the dashboard's Settings (Pending enrollments)", file=sys.stderr)
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    """Revoke the configured token on the dashboard and remove it from the config."""
+    agent, path = _load_agent(args)
+    cfg = agent.config
+    if not (cfg.server_url and cfg.token):
+        print(f"revoke: {path} holds no token", file=sys.stderr)
+        return 0
+    try:
+        deliver.revoke(cfg.server_url, cfg.token)
+    except RuntimeError as exc:
+        print(f"revoke: {exc}", file=sys.stderr)
+        return 1
+    cfg.token = None
+    config.save(cfg, path)
+    print("token revoked")
     return 0
 
 
@@ -137,7 +186,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"enroll": cmd_enroll, "collect": cmd_collect, "run": cmd_run, "status": cmd_status}
+COMMANDS = {"enroll": cmd_enroll, "collect": cmd_collect, "run": cmd_run, "status": cmd_status,
+            "revoke": cmd_revoke}
 
 
 def main(argv: list[str] | None = None) -> int:

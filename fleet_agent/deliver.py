@@ -36,6 +36,7 @@ log = logging.getLogger("fleet_agent.deliver")
 
 REPORTS_PATH = "/api/v1/reports"
 ENROLL_PATH = "/api/v1/enroll"
+REVOKE_PATH = "/api/v1/revoke"
 #: Seconds to establish a connection to the dashboard.
 CONNECT_TIMEOUT_S = 5.0
 #: Seconds to wait for the dashboard's answer (ingest stores and answers 202 quickly).
@@ -194,34 +195,65 @@ class Deliverer:
         self.spool.remove(entry)
 
 
-def enroll(server_url: str, secret: str, machine_id: str, hostname: str,
-           client: httpx.Client | None = None) -> str:
+def enroll_request(server_url: str, secret: str, machine_id: str, hostname: str,
+                   previous_token: str | None = None,
+                   client: httpx.Client | None = None) -> dict:
     """Exchange an enrollment secret for a host token (``POST /api/v1/enroll``).
 
-    Returns the token. Raises ``RuntimeError`` with the server's answer when refused
-    or unreachable.
+    ``previous_token``: the token this machine holds (re-install); the dashboard replaces it
+    without an admin's approval when it is still live. Returns the answer
+    ``{"token", "host", "machine_id", "pending"}``; ``pending`` True (HTTP 202) means the
+    token works once an admin approves the re-enrollment. Raises ``RuntimeError`` with the
+    server's answer when refused or unreachable.
     """
     own = client is None
     client = client or make_client()
+    body = {"secret": secret, "machine_id": machine_id, "hostname": hostname}
+    if previous_token:
+        body["previous_token"] = previous_token
     try:
-        response = client.post(server_url.rstrip("/") + ENROLL_PATH,
-                               json={"secret": secret, "machine_id": machine_id,
-                                     "hostname": hostname})
+        response = client.post(server_url.rstrip("/") + ENROLL_PATH, json=body)
     except httpx.HTTPError as exc:
         raise RuntimeError(f"enrollment failed: {type(exc).__name__}: {exc}") from exc
     finally:
         if own:
             client.close()
-    if response.status_code not in (200, 201):
+    if response.status_code not in (200, 201, 202):
         raise RuntimeError(f"enrollment refused: HTTP {response.status_code}: "
                            f"{response.text[:500]}")
     try:
-        body = response.json()
+        answer = response.json()
     except json.JSONDecodeError as exc:
         raise RuntimeError("enrollment answer is not JSON") from exc
-    if not isinstance(body, dict):
-        raise RuntimeError(f"enrollment answer is a {type(body).__name__}, not an object")
-    token = body.get("token") or body.get("host_token")
+    if not isinstance(answer, dict):
+        raise RuntimeError(f"enrollment answer is a {type(answer).__name__}, not an object")
+    token = answer.get("token") or answer.get("host_token")
     if not isinstance(token, str) or not token:
-        raise RuntimeError(f"enrollment answer has no token: keys {sorted(body)[:10]}")
-    return token
+        raise RuntimeError(f"enrollment answer has no token: keys {sorted(answer)[:10]}")
+    return {**answer, "token": token,
+            "pending": bool(answer.get("pending")) or response.status_code == 202}
+
+
+def enroll(server_url: str, secret: str, machine_id: str, hostname: str,
+           client: httpx.Client | None = None) -> str:
+    """The token of :func:`enroll_request` (pending or not)."""
+    return enroll_request(server_url, secret, machine_id, hostname, client=client)["token"]
+
+
+def revoke(server_url: str, token: str, client: httpx.Client | None = None) -> bool:
+    """Revoke ``token`` on the dashboard (``POST /api/v1/revoke``, uninstall); True when the
+    dashboard confirmed or already did not know the token (401). Raises ``RuntimeError``
+    when unreachable or on another answer."""
+    own = client is None
+    client = client or make_client()
+    try:
+        response = client.post(server_url.rstrip("/") + REVOKE_PATH,
+                               headers={"Authorization": f"Bearer {token}"})
+    except httpx.HTTPError as exc:
+        raise RuntimeError(f"revoke failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if own:
+            client.close()
+    if response.status_code in (200, 401):
+        return True
+    raise RuntimeError(f"revoke refused: HTTP {response.status_code}: {response.text[:500]}")

@@ -5,14 +5,20 @@
 #   __AGENT_WHEEL__  the agent wheel's file name, served at $SITE_URL/agent/dist/<wheel>
 #
 # Install (the "add host" page shows this line with a fresh enrollment secret):
-#   curl -fsSL https://fleet.example.com/agent/install.sh | sudo FLEET_ENROLL_SECRET=... sh
-# The secret travels in the environment, not in argv (argv is world-readable in /proc).
+#   (umask 077 && printf '%s\n' 'fes_...' > fleet-enroll.secret) && curl -fsSL \
+#     https://fleet.example.com/agent/install.sh | sudo FLEET_ENROLL_SECRET_FILE="$PWD/fleet-enroll.secret" sh; rm -f fleet-enroll.secret
+# The secret travels in a 0600 file (printf is a shell builtin), never in argv (world-readable
+# in /proc). Without FLEET_ENROLL_SECRET_FILE the script reads $FLEET_ENROLL_SECRET, else asks
+# for the secret on the terminal (not echoed). A machine that still holds a token sends it
+# when re-enrolling (replaced at once); otherwise re-enrolling a known machine waits for an
+# admin's approval in Settings.
 #
 # Uninstall:
 #   curl -fsSL https://fleet.example.com/agent/install.sh | sudo sh -s -- --uninstall
 # or by hand: systemctl disable --now fleet-agent; rm -f /etc/systemd/system/fleet-agent.service;
 #   rm -rf /opt/fleet-agent /etc/fleet-agent /var/lib/fleet-agent; userdel fleet-agent
-# (then revoke the host's token on the dashboard's Settings page).
+# (the script first revokes the host's token with `fleet-agent revoke`; by hand, revoke it
+# on the dashboard's Settings page).
 #
 # What it does: creates the system user `fleet-agent`, a venv in /opt/fleet-agent, installs
 # the agent wheel from the dashboard (its dependencies httpx, pydantic, nvidia-ml-py come
@@ -94,11 +100,31 @@ EOF
 
 uninstall() {
     run systemctl disable --now fleet-agent.service || true
+    if [ -x "$PREFIX$VENV/bin/fleet-agent" ] || [ "$DRY_RUN" = 1 ]; then
+        run "$VENV/bin/fleet-agent" revoke --config "$CONF" || say "could not revoke the token; revoke it in Settings"
+    fi
     rm -f "$PREFIX$UNIT"
     run systemctl daemon-reload || true
     rm -rf "$PREFIX$VENV" "$PREFIX/etc/fleet-agent" "$PREFIX$STATE"
     run userdel "$AGENT_USER" || true
-    say "removed; revoke this host's token on the dashboard"
+    say "removed"
+}
+
+# The secret: a file (FLEET_ENROLL_SECRET_FILE), the environment, or typed on the terminal.
+read_secret() {
+    if [ -n "${FLEET_ENROLL_SECRET_FILE:-}" ]; then
+        [ -r "$FLEET_ENROLL_SECRET_FILE" ] || die "cannot read FLEET_ENROLL_SECRET_FILE"
+        return 0
+    fi
+    if [ -z "${FLEET_ENROLL_SECRET:-}" ] && [ "$DRY_RUN" != 1 ] && (: < /dev/tty) 2>/dev/null; then
+        printf 'Enrollment secret (from the add-host page): ' > /dev/tty
+        stty -echo < /dev/tty 2>/dev/null || true
+        IFS= read -r FLEET_ENROLL_SECRET < /dev/tty || true
+        stty echo < /dev/tty 2>/dev/null || true
+        printf '\n' > /dev/tty
+        export FLEET_ENROLL_SECRET
+    fi
+    [ -n "${FLEET_ENROLL_SECRET:-}" ] || die "no enrollment secret: set FLEET_ENROLL_SECRET_FILE or FLEET_ENROLL_SECRET (shown on the add-host page)"
 }
 
 preflight() {
@@ -109,7 +135,7 @@ preflight() {
         *.whl) ;;
         *) die "no agent wheel name in this script; download it from the dashboard" ;;
     esac
-    [ -n "${FLEET_ENROLL_SECRET:-}" ] || die "set FLEET_ENROLL_SECRET (shown on the add-host page)"
+    read_secret
     if [ "$DRY_RUN" != 1 ] && [ "$(id -u)" -ne 0 ]; then
         die "run as root (sudo)"
     fi
@@ -126,9 +152,14 @@ install_agent() {
     trap 'rm -rf "$tmp"' EXIT
     run curl -fsSL -o "$tmp/$WHEEL" "$SITE_URL/agent/dist/$WHEEL"
     run "$VENV/bin/pip" install --quiet --upgrade "$tmp/$WHEEL"
-    # The secret stays in the environment of this one command (FLEET_ENROLL_SECRET).
-    run "$VENV/bin/fleet-agent" enroll --server "$SITE_URL" --config "$CONF" \
-        --interval "$INTERVAL"
+    # The secret stays in a file or the environment of this one command, never in argv.
+    if [ -n "${FLEET_ENROLL_SECRET_FILE:-}" ]; then
+        run "$VENV/bin/fleet-agent" enroll --server "$SITE_URL" --config "$CONF" \
+            --interval "$INTERVAL" --secret-file "$FLEET_ENROLL_SECRET_FILE"
+    else
+        run "$VENV/bin/fleet-agent" enroll --server "$SITE_URL" --config "$CONF" \
+            --interval "$INTERVAL"
+    fi
     run chown -R "$AGENT_USER:$AGENT_USER" "$STATE" "/etc/fleet-agent"
     write_unit
     run systemctl daemon-reload

@@ -35,8 +35,15 @@ def render_install_script(site_url: str, wheel_name: str) -> str:
 
 
 def one_liner(site_url: str, secret: str) -> str:
-    """The command the "add host" page shows (the secret is passed in the environment)."""
+    """The command the "add host" page shows.
+
+    The secret goes into a 0600 file through ``printf`` (a shell builtin, so never in any
+    process's argv) and the installer reads it from there (``FLEET_ENROLL_SECRET_FILE``);
+    the file is removed afterwards. Raises ``ValueError`` for a secret that is not URL-safe.
+    """
     if not re.fullmatch(r"[A-Za-z0-9_\-.~]+", secret):
         raise ValueError("enrollment secret must be URL-safe characters only")
-    return (f"curl -fsSL {site_url.rstrip('/')}/agent/install.sh | "
-            f"sudo FLEET_ENROLL_SECRET={secret} sh")
+    return (f"(umask 077 && printf '%s\\n' '{secret}' > fleet-enroll.secret) && "
+            f"curl -fsSL {site_url.rstrip('/')}/agent/install.sh | "
+            f'sudo FLEET_ENROLL_SECRET_FILE="$PWD/fleet-enroll.secret" sh; '
+            f"rm -f fleet-enroll.secret")

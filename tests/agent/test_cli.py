@@ -41,7 +41,9 @@ def test_enroll_stores_the_token_in_a_0600_config(tmp_path, ingest, monkeypatch,
 
 def test_enroll_with_a_wrong_secret_fails_and_writes_nothing(tmp_path, ingest, capsys):
     path = tmp_path / "config.toml"
-    rc = main(["enroll", "--server", ingest.url, "--secret", "nope", "--config", str(path)])
+    (tmp_path / "secret").write_text("nope\n")
+    rc = main(["enroll", "--server", ingest.url, "--secret-file", str(tmp_path / "secret"),
+               "--config", str(path)])
     assert rc == 1 and not path.exists()
     assert "403" in capsys.readouterr().err
 

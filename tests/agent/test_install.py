@@ -55,7 +55,7 @@ def test_a_dry_run_installs_the_wheel_from_the_dashboard_and_writes_the_unit(tmp
 
 def test_it_refuses_to_run_without_an_enrollment_secret(tmp_path):
     out = _dry_run(tmp_path, secret=None)
-    assert out.returncode == 1 and "FLEET_ENROLL_SECRET" in out.stderr
+    assert out.returncode == 1 and "FLEET_ENROLL_SECRET_FILE" in out.stderr
 
 
 def test_uninstall_removes_what_install_wrote(tmp_path):
@@ -65,6 +65,20 @@ def test_uninstall_removes_what_install_wrote(tmp_path):
     assert not (tmp_path / "root/etc/systemd/system/fleet-agent.service").exists()
     assert not (tmp_path / "root/var/lib/fleet-agent").exists()
     assert "+ systemctl disable --now fleet-agent.service" in out.stdout
+    assert "+ /opt/fleet-agent/bin/fleet-agent revoke --config /etc/fleet-agent/config.toml" \
+        in out.stdout  # the host's token dies with the install
+
+
+def test_the_secret_file_reaches_the_agent_by_path_never_by_value(tmp_path):
+    secret_file = tmp_path / "fleet-enroll.secret"
+    secret_file.write_text("fes_file-secret\n")
+    env = {"PATH": os.environ["PATH"], "PREFIX": str(tmp_path / "root"), "DRY_RUN": "1",
+           "FLEET_ENROLL_SECRET_FILE": str(secret_file)}
+    out = subprocess.run(["sh", str(_render(tmp_path))], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"--secret-file {secret_file}" in out.stdout
+    assert "fes_file-secret" not in out.stdout + out.stderr
 
 
 def test_an_unfilled_template_refuses_to_run(tmp_path):
@@ -91,7 +105,9 @@ def test_rendering_rejects_urls_that_could_inject_shell(url):
         installer.render_install_script(url, WHEEL)
 
 
-def test_the_one_liner_passes_the_secret_in_the_environment():
+def test_the_one_liner_passes_the_secret_in_a_private_file_not_in_argv():
     line = installer.one_liner("https://fleet.example.com", "abc-123")
-    assert line == ("curl -fsSL https://fleet.example.com/agent/install.sh | "
-                    "sudo FLEET_ENROLL_SECRET=abc-123 sh")
+    assert line == ("(umask 077 && printf '%s\\n' 'abc-123' > fleet-enroll.secret) && "
+                    "curl -fsSL https://fleet.example.com/agent/install.sh | "
+                    'sudo FLEET_ENROLL_SECRET_FILE="$PWD/fleet-enroll.secret" sh; '
+                    "rm -f fleet-enroll.secret")

@@ -328,8 +328,9 @@ class Agent(Proc):
 
     def enroll(self, server_url: str, secret: str) -> None:
         """``fleet-agent enroll`` (writes the token into the config file)."""
-        subprocess.run([*self.command, "enroll", "--server", server_url, "--secret", secret,
-                        *self.common], cwd=ROOT, check=True, capture_output=True, timeout=60)
+        subprocess.run([*self.command, "enroll", "--server", server_url, "--secret-file", "-",
+                        *self.common], cwd=ROOT, check=True, capture_output=True, timeout=60,
+                       input=secret, text=True)
 
     @property
     def spool(self) -> Spool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import zipfile
 
 import pytest
@@ -59,6 +60,7 @@ def test_an_admin_gets_a_one_liner_with_a_fresh_secret_and_a_viewer_does_not(
     response = client.post("/agent/add-host/", {"name": "rack 12"})
 
     assert response.status_code == 200
-    secret = response.content.decode().split("FLEET_ENROLL_SECRET=")[1].split()[0]
+    page = html.unescape(response.content.decode())
+    secret = page.split("printf '%s\\n' '")[1].split("'")[0]
     assert EnrollmentSecret.match(secret).name == "rack 12"
     assert "/agent/install.sh | sudo" in response.content.decode()

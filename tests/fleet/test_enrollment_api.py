@@ -63,8 +63,8 @@ def test_tokens_and_secrets_are_not_stored_in_clear(client):
 
 
 def test_re_enrolling_a_machine_reuses_its_host(client):
-    _, secret = EnrollmentSecret.create("rack-a")
+    _, secret = EnrollmentSecret.create("rack-a", max_uses=2)
     enroll(client, secret)
-    enroll(client, secret, hostname="renamed")
+    assert enroll(client, secret, hostname="renamed").status_code == 202  # pending approval
     assert Host.objects.count() == 1
     assert AgentToken.objects.count() == 2

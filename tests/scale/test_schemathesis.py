@@ -71,7 +71,7 @@ def api(settings: Any, keep_test_connection: None) -> dict[str, Any]:
     from fleet.models import AgentToken, EnrollmentSecret, Host
 
     settings.INGEST_RATE, settings.INGEST_BURST = (1_000_000, 1), 1_000_000
-    _, secret = EnrollmentSecret.create("schemathesis")
+    _, secret = EnrollmentSecret.create("schemathesis", max_uses=10**6)
     host = Host.objects.create(machine_id="fuzz-machine", hostname="fuzz-node")
     _, token = AgentToken.issue(host)
     schema = schemathesis.openapi.from_wsgi("/api/openapi.json", get_wsgi_application())

@@ -56,7 +56,7 @@ def enrolled_fleet(build_fleet: Callable[..., FleetSim], eager_dashboard: str,
         specs: list[HostSpec] = [s for s in fleet_specs(include_cases=False)
                                  if s.hostname in hosts]
         sim = build_fleet(specs=specs, timeline=timeline, speed=speed)
-        _, secret = EnrollmentSecret.create("simulator-test")
+        _, secret = EnrollmentSecret.create("simulator-test", max_uses=1000)
         sim.enroll(eager_dashboard, secret)
         return sim
     return make

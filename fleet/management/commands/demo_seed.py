@@ -55,11 +55,11 @@ class Command(BaseCommand):
             return
         EnrollmentSecret.objects.filter(name=DEMO_SECRET_NAME, revoked_at=None).update(
             revoked_at=timezone.now())
-        _, secret = EnrollmentSecret.create(DEMO_SECRET_NAME)
         client = Client(SERVER_NAME=(settings.ALLOWED_HOSTS or ["localhost"])[0].lstrip("."))
         paths = sorted(FIXTURES.glob("*.json"))
         if not paths:
             raise CommandError(f"no sample reports in {FIXTURES}")
+        _, secret = EnrollmentSecret.create(DEMO_SECRET_NAME, max_uses=len(paths))
         for i, path in enumerate(paths):
             self._post(client, secret, json.loads(path.read_text()), gzipped=i % 2 == 1)
         self.stdout.write(f"Enrollment secret for curl (shown once): {secret}")

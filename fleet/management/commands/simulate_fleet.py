@@ -98,7 +98,7 @@ class Command(BaseCommand):
         sim = FleetSim(Path(options["sim_dir"]), speed=options["speed"],
                        include_cases=not options["no_cases"])
         try:
-            sim.enroll(url, self._secret())
+            sim.enroll(url, self._secret(len(sim.nodes)))
             self.stdout.write(f"Simulating {len(sim.nodes)} hosts against {url} "
                               f"(interval {sim.interval_s} s, speed {options['speed']}).")
             rounds = sim.run(url, once=options["once"], duration=options["duration"],
@@ -127,10 +127,12 @@ class Command(BaseCommand):
                 raise CommandError(f"dashboard {url} did not answer /api/v1/health")
             time.sleep(1.0)
 
-    def _secret(self) -> str:
+    def _secret(self, machines: int) -> str:
+        """A fresh secret for ``machines`` enrollments; the previous run's secret is revoked
+        (its tokens die with it, so every node enrolls afresh without an approval)."""
         EnrollmentSecret.objects.filter(name=SECRET_NAME, revoked_at=None).update(
             revoked_at=timezone.now())
-        _, secret = EnrollmentSecret.create(SECRET_NAME)
+        _, secret = EnrollmentSecret.create(SECRET_NAME, max_uses=max(1, machines))
         return secret
 
     def _beat(self, options: dict[str, Any]):
