@@ -36,7 +36,7 @@ from audit.kb.context import build_context
 from audit.kb.engine import Evaluation, FindingResult
 from audit.models import Finding, FindingEvent, RuleFailure, ServerAuditState
 from audit.rulebook import current_knowledge_base
-from fleet.models import ChangeEvent, Host, Report, Server
+from fleet.models import ChangeEvent, Host, Report, Server, future_cutoff
 from fleet.recording import server_identity
 from fleet_agent.schema import ServerInfo
 
@@ -80,7 +80,8 @@ def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
 
 
 def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
-    newest = (Report.objects.filter(host=host, evaluated_at__isnull=False)
+    newest = (Report.objects.filter(host=host, evaluated_at__isnull=False,
+                                    collected_at__lte=future_cutoff())
               .order_by("-collected_at").values_list("collected_at", flat=True).first())
     if newest is not None and report.collected_at < newest:
         return []  # a late replay: history is stored, current findings stay as they are

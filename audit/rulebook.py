@@ -91,7 +91,7 @@ def requeue_fleet(version: str) -> int:
     """
     from audit.models import KnowledgeBaseVersion
     from audit.tasks import evaluate_report
-    from fleet.models import Host, Report
+    from fleet.models import Host, Report, future_cutoff
 
     claimed = KnowledgeBaseVersion.objects.filter(
         version=version, fleet_requeued_at=None).update(fleet_requeued_at=timezone.now())
@@ -99,7 +99,8 @@ def requeue_fleet(version: str) -> int:
         return 0
     count = 0
     for host in Host.objects.all().only("pk"):
-        latest = Report.objects.filter(host=host).order_by("-collected_at").first()
+        latest = (Report.objects.filter(host=host, collected_at__lte=future_cutoff())
+                  .order_by("-collected_at").first())
         if latest is None:
             continue
         Report.objects.filter(pk=latest.pk).update(evaluated_at=None)

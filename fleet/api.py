@@ -28,7 +28,7 @@ from ninja.responses import Status
 from ninja.security import HttpBearer
 
 from fleet.bodies import BodyError, read_capped_body
-from fleet.models import AgentToken, EnrollmentSecret, Host, sha256_hex
+from fleet.models import AgentToken, EnrollmentSecret, Host, future_cutoff, sha256_hex
 from fleet.ratelimit import check_rate
 from fleet_agent.redact import redact_report
 from fleet_agent.schema import (
@@ -316,9 +316,25 @@ def _validate(raw: dict[str, Any]) -> Any:
         raise ApiRefusal(400, f"unsupported schema_version {version!r}; supported: {supported}",
                          [{"path": "schema_version", "message": f"supported: {supported}"}])
     try:
-        return parse_report(raw)
+        wire = parse_report(raw)
     except ReportError as exc:
         raise ApiRefusal(422, "report does not match the contract", exc.details) from None
+    _refuse_future(wire)
+    return wire
+
+
+def _refuse_future(wire: Any) -> None:
+    """422 for times past :func:`fleet.models.future_cutoff` (``COLLECTED_AT_MAX_AHEAD_S``): a
+    2099 ``collected_at`` would make every later report look like a late replay."""
+    cutoff = future_cutoff()
+    late = [("collected_at", wire.collected_at)] + [
+        (f"servers[{i}].metrics.scraped_at", s.metrics.scraped_at)
+        for i, s in enumerate(wire.servers) if s.metrics is not None]
+    details = [{"path": path, "message": f"{value.isoformat()} is more than "
+                f"{settings.COLLECTED_AT_MAX_AHEAD_S} s ahead of the dashboard's clock"}
+               for path, value in late if value > cutoff]
+    if details:
+        raise ApiRefusal(422, "report is dated in the future", details)
 
 
 def enqueue_evaluation(report_id: str) -> None:

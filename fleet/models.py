@@ -23,6 +23,17 @@ if TYPE_CHECKING:
 TOKEN_PREFIX_LEN = 12
 
 
+def future_cutoff(now: datetime | None = None) -> datetime:
+    """Latest believable report time: now + ``settings.COLLECTED_AT_MAX_AHEAD_S`` (clock skew).
+
+    Ingest refuses later ``collected_at`` values (422); a stored time past this cutoff (kept
+    from before that check) must not hide newer reports (issue 16 item 4).
+    """
+    from django.conf import settings
+
+    return (now or timezone.now()) + timedelta(seconds=settings.COLLECTED_AT_MAX_AHEAD_S)
+
+
 def sha256_hex(text: str) -> str:
     """Hex sha256 of a UTF-8 string (how tokens and enrollment secrets are stored)."""
     return hashlib.sha256(text.encode()).hexdigest()

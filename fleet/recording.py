@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
 
-from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server
+from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server, future_cutoff
 from fleet.samples import record_sample
 from fleet_agent.schema import Report as WireReport
 from fleet_agent.schema import ServerInfo
@@ -65,9 +65,14 @@ def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Re
                 raw=raw, collected_at=wire.collected_at)
     except IntegrityError:
         return Report.objects.get(report_id=wire.report_id), False
+    first_report = host.last_collected_at is None
+    cutoff = future_cutoff()
+    if host.last_collected_at and host.last_collected_at > cutoff:
+        host.last_collected_at = None  # a future time stored before ingest refused them
+    if host.last_seen and host.last_seen > cutoff:
+        host.last_seen = None
     if host.last_collected_at and wire.collected_at <= host.last_collected_at:
         return report, True  # a late (replayed) report: keep it, leave current state alone
-    first_report = host.last_collected_at is None
     _update_host(host, wire)
     _record_gpus(host, wire, report)
     _record_servers(host, wire, report)
