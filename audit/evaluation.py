@@ -79,6 +79,31 @@ def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
     return outcomes
 
 
+#: Evaluations of one report that may raise before it is marked evaluated with the error
+#: (a poisoned report must not be re-enqueued by the sweep every minute forever).
+MAX_EVALUATION_ATTEMPTS = 3
+
+
+def record_failure(report_id: Any, exc: BaseException) -> bool:
+    """Count a failed evaluation of ``report_id`` and keep its error; after
+    :data:`MAX_EVALUATION_ATTEMPTS` the report is marked evaluated (given up). Returns True
+    when it gave up."""
+    message = f"{type(exc).__name__}: {exc}"[:1500]
+    with transaction.atomic():
+        report = (Report.objects.select_for_update()
+                  .filter(report_id=report_id, evaluated_at=None).first())
+        if report is None:
+            return False
+        report.evaluation_attempts += 1
+        gave_up = report.evaluation_attempts >= MAX_EVALUATION_ATTEMPTS
+        report.evaluation_error = (f"evaluation failed {report.evaluation_attempts} time(s)"
+                                   f"{', given up' if gave_up else ''}: {message}")
+        if gave_up:
+            report.evaluated_at = timezone.now()
+        report.save(update_fields=["evaluation_attempts", "evaluation_error", "evaluated_at"])
+    return gave_up
+
+
 def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
     newest = (Report.objects.filter(host=host, evaluated_at__isnull=False,
                                     collected_at__lte=future_cutoff())

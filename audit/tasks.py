@@ -29,7 +29,15 @@ def evaluate_report(report_id: str) -> bool:
     already evaluated, or being evaluated by another worker. Database outages
     (the only transient error here) are retried with capped, jittered backoff.
     """
-    outcomes = evaluation.evaluate_report(report_id)
+    try:
+        outcomes = evaluation.evaluate_report(report_id)
+    except (OperationalError, InterfaceError):
+        raise  # transient: autoretry
+    except Exception as exc:  # noqa: BLE001 - a poisoned report: recorded, retried a few times
+        gave_up = evaluation.record_failure(report_id, exc)
+        log.exception("evaluation of report %s failed%s", report_id,
+                      "; given up" if gave_up else "; the sweep retries it")
+        return False
     if outcomes is None:
         log.info("report %s already evaluated, claimed elsewhere or gone", report_id)
         return False

@@ -87,6 +87,7 @@ class ReportAdmin(admin.ModelAdmin):
     list_filter = ("keep",)
     search_fields = ("report_id", "host__hostname")
     readonly_fields = [f.name for f in Report._meta.fields]
+    list_select_related = ("host",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # reports arrive through the API only
@@ -97,7 +98,18 @@ class ServerAdmin(admin.ModelAdmin):
     list_display = ("host", "identity", "vllm_version", "pid", "is_running", "restart_count")
     search_fields = ("host__hostname", "identity", "vllm_version")
     exclude = ("last_metrics_snapshot",)
+    # An id box, not a <select> of every host and report (each report's str() and raw JSON
+    # for a dropdown made the change page load the whole table, issue 16 item 6).
+    raw_id_fields = ("host", "last_report")
 
 
-admin.site.register(Gpu)
-admin.site.register(ChangeEvent)
+@admin.register(Gpu)
+class GpuAdmin(admin.ModelAdmin):
+    list_display = ("host", "index", "name", "uuid", "is_present")
+    raw_id_fields = ("host",)
+
+
+@admin.register(ChangeEvent)
+class ChangeEventAdmin(admin.ModelAdmin):
+    list_display = ("host", "kind", "at")
+    raw_id_fields = ("host", "server", "report")

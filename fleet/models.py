@@ -253,6 +253,9 @@ class Report(models.Model):
     collected_at = models.DateTimeField()
     evaluated_at = models.DateTimeField(null=True, blank=True, db_index=True)
     evaluation_error = models.TextField(blank=True)
+    #: Evaluations of this report that raised; the sweep stops retrying at
+    #: ``audit.evaluation.MAX_EVALUATION_ATTEMPTS`` (issue 16 item 6).
+    evaluation_attempts = models.PositiveSmallIntegerField(default=0)
     #: Kept past the retention window: the version, flags, template or GPUs changed.
     keep = models.BooleanField(default=False)
     keep_reason = models.CharField(max_length=255, blank=True)

@@ -16,6 +16,7 @@ Two steps, both pure and never raising on odd input:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -75,7 +76,8 @@ def parse_tokens(text: str) -> int | None:
         return None
     number, suffix = float(match[1]), match[2]
     scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
-    return int(number * scale[suffix])
+    total = number * scale[suffix]
+    return int(total) if math.isfinite(total) else None  # 400 digits read as inf
 
 
 def _is_placeholder(token: str) -> bool:
@@ -96,10 +98,14 @@ def _convert(kind: str, raw: str, key: str, errors: list[str]) -> Any:
         return number
     if kind == "float":
         try:
-            return float(raw)
+            number = float(raw)
         except ValueError:
             errors.append(f"--{key}: not a number: {raw!r}")
             return raw
+        if not math.isfinite(number):  # "nan", "inf", "1e999": kept raw like other bad values
+            errors.append(f"--{key}: not a finite number: {raw!r}")
+            return raw
+        return number
     if kind in ("bool", "flag"):
         return _BOOL_WORDS.get(raw.lower(), raw)
     if kind == "json":
@@ -487,6 +493,7 @@ def effective_flags(parsed: ParsedArgv, version: str | None, gpu_memory_gib: flo
     """
     ver = version_tuple(version)
     values = dict(parsed.values)
+    invalid = _drop_invalid_numbers(values)
     flags: dict[str, Any] = dict(_STATIC_DEFAULTS)
     sources = {key: "default" for key in _STATIC_DEFAULTS}
     for key, value in values.items():
@@ -498,14 +505,42 @@ def effective_flags(parsed: ParsedArgv, version: str | None, gpu_memory_gib: flo
     _fill_util(flags, sources, values, ver)
     _fill_batch(flags, sources, values, ver, gpu_memory_gib, gpu_name)
     _normalise(flags, sources, values)
+    for key, raw in invalid.items():
+        sources[key] = f"{sources.get(key, 'default')}; argv value {str(raw)[:40]!r} ignored " \
+                       "(not a usable number: treated as unset)"
     meta = {
         "set": sorted(values), "sources": sources, "unknown": list(parsed.unknown),
         "removed": removed_flags(values, ver), "launcher": parsed.launcher,
         "container_image": parsed.container_image, "errors": list(parsed.errors),
         "placeholders": list(parsed.placeholders), "duplicates": list(parsed.duplicates),
         "config_file": parsed.config_file, "is_server": parsed.is_server,
+        "invalid": sorted(invalid),
     }
+    meta["errors"] += [f"--{key.replace('_', '-')} {str(raw)[:40]!r}: not a usable number, "
+                       "treated as unset" for key, raw in invalid.items()]
     return flags, meta
+
+
+#: Largest magnitude a numeric flag may have before it is treated as invalid (int64).
+_MAX_FLAG_NUMBER = 2**63
+
+
+def _drop_invalid_numbers(values: dict[str, Any]) -> dict[str, Any]:
+    """Remove numeric flags whose value is not a finite number in int64 range (``nan``,
+    ``inf``, ``abc``, 10**400) from ``values``; returns them. One poisoned argv value must
+    not break the geometry, the pages or the recommendation (issue 16 item 6), so such a
+    flag counts as unset (vLLM's default applies) and the context says so."""
+    invalid = {}
+    for key, value in list(values.items()):
+        if KNOWN_FLAGS.get(key) not in ("int", "tokens", "float"):
+            continue
+        if key == "max_model_len" and value == "auto":
+            continue
+        usable = isinstance(value, int | float) and not isinstance(value, bool) \
+            and math.isfinite(value) and abs(value) < _MAX_FLAG_NUMBER
+        if not usable and value is not None:
+            invalid[key] = values.pop(key)
+    return invalid
 
 
 def _fill_util(flags: dict, sources: dict, values: dict, ver: Version | None) -> None:
