@@ -26,12 +26,21 @@ DEFAULT_VLLM_PORT = 8000
 _PORT_FLAG = re.compile(r"^--port(?:=(\d+))?$")
 
 
+#: Server.identity column width.
+MAX_IDENTITY_CHARS = 255
+
+
 def server_identity(info: ServerInfo) -> str:
     """Stable slot name of a server on its host: ``port:8000`` or ``unix:/path``.
 
     From base_url when given (host part ignored: 0.0.0.0 and 127.0.0.1 are the
     same slot), else from ``--port``/``--uds`` in argv, else the vLLM default port.
+    Cut to the column's 255 characters (a socket path is at most 107 bytes on Linux).
     """
+    return _slot(info)[:MAX_IDENTITY_CHARS]
+
+
+def _slot(info: ServerInfo) -> str:
     if info.base_url:
         if info.base_url.startswith("unix:"):
             return info.base_url
@@ -122,16 +131,19 @@ def _record_gpus(host: Host, wire: WireReport, report: Report) -> None:
             fresh.append(gpu)
         _apply_gpu_reading(gpu, info, wire)
         gpus.append((gpu, info))
+    # Linear in the GPU count: membership tests below use sets, never lists (issue 16 item 7:
+    # `g not in fresh` on a list made 20,000 GPUs cost a minute).
+    existing = [g for g, _ in gpus if g.pk is not None]
     Gpu.objects.bulk_create(fresh)
-    changed = [g for g, _ in gpus if g.pk is not None and g not in fresh]
+    changed = existing
     if changed:
         Gpu.objects.bulk_update(changed, _GPU_FIELDS)
     GpuSample.objects.bulk_create([
         GpuSample(gpu=gpu, ts=wire.collected_at, memory_used_bytes=info.memory_used_bytes,
                   utilization_pct=info.utilization_gpu_pct, temperature_c=info.temperature_c,
                   power_draw_w=info.power_draw_w) for gpu, info in gpus])
-    gone = [g.pk for uuid, g in known.items() if g.is_present and uuid not in
-            {info.uuid for info in wire.gpus}]
+    reported = {info.uuid for info in wire.gpus}
+    gone = [g.pk for uuid, g in known.items() if g.is_present and uuid not in reported]
     if gone:
         Gpu.objects.filter(pk__in=gone).update(is_present=False)
     if before and before != after:

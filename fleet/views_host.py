@@ -146,6 +146,12 @@ def _server_block(server: Server, report: Report | None, findings: list[Finding]
     }
 
 
+#: Servers and GPUs drawn on one host page (running servers first): a report holds at most
+#: MAX_SERVERS/MAX_GPUS, but stopped servers accumulate; the page stays bounded (issue 16
+#: item 7: 3,000 servers made it 41 MB).
+HOST_PAGE_SERVERS = 64
+HOST_PAGE_GPUS = 64
+
 @login_required
 def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     """One host: GPUs, servers (flags, template, versions, restarts, findings,
@@ -155,8 +161,11 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     # A host seen for less than an hour would draw a 24 h chart as a thin sliver at the end.
     default = "1h" if host.first_seen > now - timedelta(hours=1) else charts.DEFAULT_WINDOW
     window, window_s, start = charts.window_bounds(request.GET.get("window", ""), now, default)
-    servers = list(host.servers.order_by("-is_running", "identity"))
-    gpus = list(host.gpus.filter(is_present=True).order_by("index"))
+    all_servers = host.servers.order_by("-is_running", "identity")
+    servers = list(all_servers[:HOST_PAGE_SERVERS])
+    hidden_servers = all_servers.count() - len(servers) if len(servers) == HOST_PAGE_SERVERS \
+        else 0
+    gpus = list(host.gpus.filter(is_present=True).order_by("index")[:HOST_PAGE_GPUS])
     ids = [s.pk for s in servers]
     reports = Report.objects.in_bulk({s.last_report_id for s in servers if s.last_report_id})
     findings: dict[int, list[Finding]] = defaultdict(list)
@@ -184,7 +193,8 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
                   "charts": host_charts + [c for b in blocks for c in b["charts"]]}
     return render(request, "fleet/host_detail.html", {
         "host": host, "now": now, "status": host_status(host, now), "gpus": gpus,
-        "servers": blocks, "host_events": events.get(None, []), "window": window,
+        "servers": blocks, "hidden_servers": hidden_servers,
+        "host_events": events.get(None, []), "window": window,
         "windows": list(charts.WINDOWS), "host_charts": host_charts, "chart_data": chart_data,
         "can_operate": can(request.user, "acknowledge"), "rec_template": _rec_template(),
     })

@@ -260,12 +260,15 @@ def page_rows(hosts: list[Host], now: datetime) -> list[dict[str, Any]]:
         gpus: dict[str, int] = {}
         for gpu in host.present_gpus:
             gpus[gpu.name] = gpus.get(gpu.name, 0) + 1
+        models = sorted({m for s in servers for m in (s.model_ids or []) if isinstance(m, str)})
+        labels = list(host.labels.items()) if isinstance(host.labels, dict) else []
         rows.append({
             "host": host, "status": host_status(host, now),
             "versions": sorted({s.vllm_version for s in servers if s.vllm_version}),
             "pending": any(s.pending_upgrade for s in servers),
-            "models": sorted({m for s in servers for m in (s.model_ids or [])
-                              if isinstance(m, str)}),
+            # Bounded per row (issue 16 item 7: 80k labels made the overview 5 MB).
+            "models": models[:ROW_MODELS], "more_models": max(0, len(models) - ROW_MODELS),
+            "labels": labels[:ROW_LABELS], "more_labels": max(0, len(labels) - ROW_LABELS),
             "servers": len(servers),
             "gpus": ", ".join(f"{n}x {name}" for name, n in sorted(gpus.items())) or "no GPUs",
             "spark": spark.get(host.pk),
@@ -338,8 +341,14 @@ def _filter_options() -> dict[str, list[str]]:
                   .values_list("name", flat=True).distinct())
     models = sorted({m for ids in running.values_list("model_ids", flat=True).distinct()
                      for m in (ids or []) if isinstance(m, str)})
-    return {"versions": versions, "gpus": gpus, "models": models}
+    return {"versions": versions[:FILTER_OPTIONS], "gpus": gpus[:FILTER_OPTIONS],
+            "models": models[:FILTER_OPTIONS]}
 
+
+#: Per overview row: model ids and labels shown (the rest counted); drop-down entries.
+ROW_MODELS = 8
+ROW_LABELS = 16
+FILTER_OPTIONS = 500
 
 FILTER_KEYS = ("q", "status", "severity", "version", "model", "gpu", "label")
 #: Table columns: (label, sort key or None, tooltip). Sorts start descending except host.

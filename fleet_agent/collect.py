@@ -125,7 +125,7 @@ def collect(inp: CycleInput) -> Report:
         "gpu_processes": reading.get("processes") or [],
         "servers": [item.data for item in work],
     }
-    data = redact.scrub(data, found | _config_secrets(inp.config))
+    data = trim.conform(redact.scrub(data, found | _config_secrets(inp.config)))
     _sanitize(data)
     return Report.model_validate(trim.fit(data, MAX_REPORT_BYTES - TRIM_MARGIN_BYTES))
 
@@ -146,23 +146,32 @@ def _sanitize(data: dict[str, Any]) -> None:
     data["gpus"] = kept
     data["gpu_processes"] = [p for p in data["gpu_processes"] if isinstance(p.get("pid"), int)
                              and p["pid"] > 0 and p.get("gpu_uuid")]
+    kept_servers = []
     for server in data["servers"]:
         for _ in range(len(ServerInfo.model_fields)):
             try:
                 ServerInfo.model_validate(server)
+                kept_servers.append(server)
                 break
             except ValidationError as exc:
-                _reset_fields(server, exc)
+                if not _reset_fields(server, exc):
+                    log.warning("server pid %s not reported: %s", server.get("pid"),
+                                exc.errors()[0]["msg"])
+                    break
+    data["servers"] = kept_servers
 
 
-def _reset_fields(server: dict[str, Any], exc: ValidationError) -> None:
+def _reset_fields(server: dict[str, Any], exc: ValidationError) -> bool:
+    """Reset each invalid optional field to its default (noted in ``errors``); False when a
+    required one (pid, argv) is invalid: the server is dropped, not the whole report."""
     for err in exc.errors():
         name = str(err["loc"][0])
         field = ServerInfo.model_fields.get(name)
         if field is None or field.is_required():
-            raise exc  # pid/argv are always valid when built here; a bug, not node data
+            return False
         server[name] = field.get_default(call_default_factory=True)
-        server.setdefault("errors", []).append(f"{name} dropped: {err['msg']}")
+        server.setdefault("errors", []).append(f"{name} dropped: {err['msg']}"[:2000])
+    return True
 
 
 def _config_secrets(config: AgentConfig) -> set[str]:

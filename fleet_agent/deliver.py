@@ -12,7 +12,8 @@ Outcomes per POST ``/api/v1/reports``:
 * 401/403: the token is wrong or revoked, not the report: kept in the spool (bounded,
   oldest dropped) and the drain stops, so a re-enrolled agent still delivers the backlog;
 * any other 4xx (400, 413, 422...): the server's error body is logged and the report
-  dropped, never retried.
+  moved to ``<spool>/rejected/`` (the newest 10 kept for inspection), never retried, so
+  one bad report never blocks the ones behind it.
 """
 
 from __future__ import annotations
@@ -190,8 +191,10 @@ class Deliverer:
 
     def _finish(self, entry: SpoolEntry, result: PostResult) -> None:
         if result.kind == "rejected":
-            log.error("dashboard rejected report %s with HTTP %s: %s; dropping it",
-                      entry.report_id, result.status, result.detail)
+            kept = self.spool.set_aside(entry)
+            log.error("dashboard rejected report %s with HTTP %s: %s; moved to %s",
+                      entry.report_id, result.status, result.detail, kept)
+            return
         self.spool.remove(entry)
 
 

@@ -8,6 +8,7 @@ when a key is set). Every failure becomes one line in ``errors``; nothing raises
 from __future__ import annotations
 
 import functools
+import json
 import ssl
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -15,12 +16,18 @@ from typing import Any
 
 import httpx
 
+from fleet_agent.schema import MAX_METRICS_CHARS, MAX_MODELS, PG_INTEGER_MAX
+
 #: Seconds: a local server that does not accept within 2 s is down or overloaded.
 CONNECT_TIMEOUT_S = 2.0
 #: Seconds: a busy server's /metrics can take a moment to render.
 READ_TIMEOUT_S = 5.0
-#: Largest /metrics body kept, bytes (the report limit is 4 MiB for the whole host).
-MAX_METRICS_BYTES = 3 * 1024 * 1024
+#: Largest /metrics body read, bytes (the report limit is 4 MiB for the whole host); the
+#: body is streamed and reading stops there, so a 400 MB answer never sits in memory.
+MAX_METRICS_BYTES = MAX_METRICS_CHARS
+#: Largest /v1/models or /version body read, bytes: a card is ~300 bytes, so this parses
+#: tens of thousands of models (then cut to MAX_MODELS); a larger body is not read at all.
+MAX_JSON_BODY_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -60,28 +67,60 @@ def make_client(base_url: str) -> httpx.Client:
                         verify=context)
 
 
+@dataclass
+class Body:
+    """A capped response body: ``data`` holds at most the cap; ``cut`` when more was sent."""
+
+    data: bytes
+    cut: bool
+
+    def text(self) -> str:
+        """UTF-8 text (undecodable bytes replaced)."""
+        return self.data.decode("utf-8", errors="replace")
+
+
+def read_capped(response: httpx.Response, max_bytes: int) -> Body:
+    """Read a streamed ``response`` up to ``max_bytes``, then stop (the rest is never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        room = max_bytes - size
+        if len(chunk) > room:
+            chunks.append(chunk[:room])
+            return Body(b"".join(chunks), True)
+        chunks.append(chunk)
+        size += len(chunk)
+    return Body(b"".join(chunks), False)
+
+
 def _get(client: httpx.Client, path: str, errors: list[str],
-         headers: dict[str, str] | None = None) -> httpx.Response | None:
+         headers: dict[str, str] | None = None,
+         max_bytes: int = MAX_JSON_BODY_BYTES) -> Body | None:
+    """GET ``path`` and read at most ``max_bytes`` of the body; None (and one line in
+    ``errors``) on a transport error or a status other than 200."""
     try:
-        response = client.get(path, headers=headers)
+        with client.stream("GET", path, headers=headers) as response:
+            if response.status_code != 200:
+                hint = " (api key required: set api_key for this server in the agent config)" \
+                    if response.status_code in (401, 403) and path.startswith("/v1") else ""
+                errors.append(f"GET {path}: HTTP {response.status_code}{hint}")
+                return None
+            return read_capped(response, max_bytes)
     except httpx.TimeoutException as exc:
         errors.append(f"GET {path}: timed out ({type(exc).__name__})")
         return None
     except httpx.HTTPError as exc:
         errors.append(f"GET {path}: {type(exc).__name__}: {exc}")
         return None
-    if response.status_code != 200:
-        hint = " (api key required: set api_key for this server in the agent config)" \
-            if response.status_code in (401, 403) and path.startswith("/v1") else ""
-        errors.append(f"GET {path}: HTTP {response.status_code}{hint}")
+
+
+def _json(body: Body, path: str, errors: list[str]) -> Any:
+    if body.cut:
+        errors.append(f"GET {path}: body larger than {MAX_JSON_BODY_BYTES} bytes, not read")
         return None
-    return response
-
-
-def _json(response: httpx.Response, path: str, errors: list[str]) -> Any:
     try:
-        return response.json()
-    except ValueError:
+        return json.loads(body.data)
+    except (ValueError, RecursionError):
         errors.append(f"GET {path}: body is not JSON")
         return None
 
@@ -119,23 +158,27 @@ def _models(client: httpx.Client, result: ProbeResult, api_key: str | None) -> N
     if not isinstance(data, list):
         result.errors.append("GET /v1/models: no data list")
         return
-    for card in data:
+    if len(data) > MAX_MODELS:
+        result.errors.append(f"GET /v1/models: {len(data)} models, the first {MAX_MODELS} kept")
+    for card in data[:MAX_MODELS]:
         if isinstance(card, dict) and isinstance(card.get("id"), str) and card["id"]:
             mml = card.get("max_model_len")
+            root = card.get("root")
             result.models.append({
                 "id": card["id"][:512],
-                "root": card.get("root") if isinstance(card.get("root"), str) else None,
-                "max_model_len": mml if isinstance(mml, int) and mml >= 1 else None,
+                "root": root[:512] if isinstance(root, str) else None,
+                "max_model_len": mml if isinstance(mml, int) and 1 <= mml <= PG_INTEGER_MAX
+                else None,
             })
 
 
 def _metrics(client: httpx.Client, result: ProbeResult) -> None:
-    response = _get(client, "/metrics", result.errors)
-    if response is None:
+    body = _get(client, "/metrics", result.errors, max_bytes=MAX_METRICS_BYTES)
+    if body is None:
         return
     result.scraped_at = datetime.now(timezone.utc)
-    text = response.text
-    if len(text) > MAX_METRICS_BYTES:
-        result.errors.append(f"GET /metrics: body of {len(text)} bytes cut to {MAX_METRICS_BYTES}")
+    text = body.text()
+    if body.cut:
+        result.errors.append(f"GET /metrics: body over {MAX_METRICS_BYTES} bytes, cut there")
         text = text[:MAX_METRICS_BYTES].rsplit("\n", 1)[0] + "\n"
     result.metrics_text = text

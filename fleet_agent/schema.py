@@ -11,6 +11,7 @@ empty list), never renamed or dropped. Unknown fields are accepted and kept
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -20,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationError,
     field_validator,
 )
@@ -32,6 +34,80 @@ REDACTED = "REDACTED"
 
 #: Largest accepted report after gzip decompression, in bytes (contract: 4 MiB).
 MAX_REPORT_BYTES = 4 * 1024 * 1024
+
+# --- limits (issue 16 items 5 and 7) ----------------------------------------------------
+# Integers end in PostgreSQL columns (integer, bigint, smallint: PostgreSQL manual, "Numeric
+# Types"); string lengths match the dashboard's columns (fleet/models.py); counts bound the
+# work one report can cause. The agent cuts its data to the same limits (fleet_agent/trim.py).
+PG_INTEGER_MAX = 2**31 - 1
+PG_BIGINT_MAX = 2**63 - 1
+PG_SMALLINT_MAX = 2**15 - 1
+#: Deepest nesting of objects/arrays anywhere in a report (ours are 5 deep).
+MAX_JSON_DEPTH = 32
+MAX_SERVERS = 128
+MAX_GPUS = 256
+MAX_GPU_PROCESSES = 4096
+MAX_MODELS = 256
+MAX_LABELS = 64
+MAX_LABEL_KEY_CHARS = 64
+MAX_LABEL_VALUE_CHARS = 256
+#: argv words; a word may be an inline chat template or JSON config, hence 64 KiB.
+MAX_ARGV = 1024
+MAX_ARG_CHARS = 64 * 1024
+MAX_ENV = 1024
+MAX_ENV_NAME_CHARS = 256
+MAX_ENV_VALUE_CHARS = 32 * 1024
+MAX_ERRORS = 64
+MAX_ERROR_CHARS = 2000
+MAX_PORTS = 64
+#: /metrics text per server (characters) and per exposition line; real vLLM bodies are a few
+#: hundred KiB with lines under 2 KiB.
+MAX_METRICS_CHARS = 3 * 1024 * 1024
+MAX_METRICS_LINE_CHARS = 64 * 1024
+MAX_PATH_CHARS = 4096
+
+
+def _text(max_chars: int) -> Any:
+    """A string type of at most ``max_chars`` characters."""
+    return Annotated[str, StringConstraints(max_length=max_chars)]
+
+
+def json_problems(data: Any, max_depth: int = MAX_JSON_DEPTH) -> list[dict[str, str]]:
+    """Values no report may hold, as ``{"path", "message"}``: nesting deeper than
+    ``max_depth``, NaN/Infinity, NUL characters and lone surrogates (PostgreSQL's jsonb and
+    UTF-8 cannot store them), in strings and object keys. Iterative (no recursion limit);
+    stops at the first 20 problems."""
+    problems: list[dict[str, str]] = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    while stack and len(problems) < 20:
+        value, loc = stack.pop()
+        if isinstance(value, dict | list) and len(loc) >= max_depth:
+            problems.append({"path": error_path(loc),
+                             "message": f"nested deeper than {max_depth} levels"})
+            continue
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and _bad_text(key):
+                    problems.append({"path": error_path((*loc, key)),
+                                     "message": f"key {_bad_text(key)}"})
+                stack.append((item, (*loc, key)))
+        elif isinstance(value, list):
+            stack.extend((item, (*loc, i)) for i, item in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append({"path": error_path(loc), "message": "NaN/Infinity is not a number"})
+        elif isinstance(value, str) and _bad_text(value):
+            problems.append({"path": error_path(loc), "message": _bad_text(value)})
+    return problems
+
+
+def _bad_text(text: str) -> str:
+    if "\x00" in text:
+        return "contains a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not UTF-8)"
+    return ""
 
 
 def _to_utc(value: datetime) -> datetime:
@@ -51,7 +127,7 @@ UtcDatetime = Annotated[datetime, AfterValidator(_to_utc)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, allow_inf_nan=False)
 
 
 class AgentInfo(_Model):
@@ -59,8 +135,8 @@ class AgentInfo(_Model):
 
     version: str = Field(max_length=64)
     interval_s: int = Field(ge=1, le=86400)
-    spool_dropped: int = Field(default=0, ge=0)
-    spool_depth: int | None = Field(default=None, ge=0)
+    spool_dropped: int = Field(default=0, ge=0, le=PG_INTEGER_MAX)
+    spool_depth: int | None = Field(default=None, ge=0, le=PG_INTEGER_MAX)
 
 
 class HostInfo(_Model):
@@ -68,45 +144,47 @@ class HostInfo(_Model):
 
     hostname: str = Field(min_length=1, max_length=255)
     machine_id: str = Field(min_length=1, max_length=255)
-    os: str | None = None
-    kernel: str | None = None
-    nvidia_driver_version: str | None = None
-    cuda_driver_version: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    os: str | None = Field(default=None, max_length=255)
+    kernel: str | None = Field(default=None, max_length=255)
+    nvidia_driver_version: str | None = Field(default=None, max_length=64)
+    cuda_driver_version: str | None = Field(default=None, max_length=64)
+    labels: dict[_text(MAX_LABEL_KEY_CHARS), _text(MAX_LABEL_VALUE_CHARS)] = Field(
+        default_factory=dict, max_length=MAX_LABELS)
 
 
 class GpuInfo(_Model):
     """One GPU as NVML reports it. Memory in bytes, power in watts, temperature in °C."""
 
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, le=PG_SMALLINT_MAX)
     uuid: str = Field(min_length=1, max_length=128)
     name: str = Field(min_length=1, max_length=255)
-    memory_total_bytes: int | None = Field(default=None, ge=0)
-    memory_used_bytes: int | None = Field(default=None, ge=0)
-    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    memory_total_bytes: int | None = Field(default=None, ge=0, le=PG_BIGINT_MAX)
+    memory_used_bytes: int | None = Field(default=None, ge=0, le=PG_BIGINT_MAX)
+    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$", max_length=16)
     utilization_gpu_pct: float | None = Field(default=None, ge=0, le=100)
     temperature_c: float | None = None
     power_draw_w: float | None = Field(default=None, ge=0)
     power_limit_w: float | None = Field(default=None, ge=0)
-    ecc_errors_uncorrected: int | None = Field(default=None, ge=0)
-    xid_errors: list[int] = Field(default_factory=list)
+    ecc_errors_uncorrected: int | None = Field(default=None, ge=0, le=PG_BIGINT_MAX)
+    xid_errors: list[Annotated[int, Field(ge=0, le=PG_INTEGER_MAX)]] = Field(
+        default_factory=list, max_length=MAX_ERRORS)
 
 
 class ModelCard(_Model):
     """One entry of the server's ``GET /v1/models``; ``max_model_len`` in tokens."""
 
     id: str = Field(min_length=1, max_length=512)
-    root: str | None = None
-    max_model_len: int | None = Field(default=None, ge=1)
+    root: str | None = Field(default=None, max_length=512)
+    max_model_len: int | None = Field(default=None, ge=1, le=PG_INTEGER_MAX)
 
 
 class ChatTemplate(_Model):
     """The chat template the server uses: where it came from, its sha256 and size in bytes."""
 
-    source: str | None = None
+    source: str | None = Field(default=None, max_length=1000)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size_bytes: int = Field(ge=0)
-    revision: str | None = None
+    size_bytes: int = Field(ge=0, le=PG_INTEGER_MAX)
+    revision: str | None = Field(default=None, max_length=255)
 
     @field_validator("sha256", mode="before")
     @classmethod
@@ -119,30 +197,41 @@ class MetricsScrape(_Model):
 
     format: Literal["prometheus-text"] = "prometheus-text"
     scraped_at: UtcDatetime
-    text: str
+    text: str = Field(max_length=MAX_METRICS_CHARS)
+
+    @field_validator("text")
+    @classmethod
+    def _line_length(cls, value: str) -> str:
+        longest = max_line_length(value)
+        if longest > MAX_METRICS_LINE_CHARS:
+            raise ValueError(f"a line of {longest} characters; at most "
+                             f"{MAX_METRICS_LINE_CHARS} per line")
+        return value
 
 
 class ServerInfo(_Model):
     """One vLLM API-server process (not its EngineCore/worker children)."""
 
-    pid: int = Field(ge=1)
+    pid: int = Field(ge=1, le=PG_INTEGER_MAX)
     started_at: UtcDatetime | None = None
-    argv: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
-    container_image: str | None = None
-    base_url: str | None = None
-    gpu_uuids: list[str] = Field(default_factory=list)
-    vllm_version: str | None = None
-    installed_vllm_version: str | None = None
-    models: list[ModelCard] = Field(default_factory=list)
+    argv: list[_text(MAX_ARG_CHARS)] = Field(min_length=1, max_length=MAX_ARGV)
+    env: dict[_text(MAX_ENV_NAME_CHARS), _text(MAX_ENV_VALUE_CHARS)] = Field(
+        default_factory=dict, max_length=MAX_ENV)
+    container_image: str | None = Field(default=None, max_length=500)
+    base_url: str | None = Field(default=None, max_length=500)
+    gpu_uuids: list[_text(128)] = Field(default_factory=list, max_length=MAX_GPUS)
+    vllm_version: str | None = Field(default=None, max_length=128)
+    installed_vllm_version: str | None = Field(default=None, max_length=128)
+    models: list[ModelCard] = Field(default_factory=list, max_length=MAX_MODELS)
     chat_template: ChatTemplate | None = None
     metrics: MetricsScrape | None = None
-    errors: list[str] = Field(default_factory=list)
+    errors: list[_text(MAX_ERROR_CHARS)] = Field(default_factory=list, max_length=MAX_ERRORS)
     # Added by the agent (issue 3); all optional.
-    cwd: str | None = None
+    cwd: str | None = Field(default=None, max_length=MAX_PATH_CHARS)
     port: int | None = Field(default=None, ge=0, le=65535)
-    listen_ports: list[int] = Field(default_factory=list)
-    model_revision: str | None = None
+    listen_ports: list[Annotated[int, Field(ge=0, le=65535)]] = Field(
+        default_factory=list, max_length=MAX_PORTS)
+    model_revision: str | None = Field(default=None, max_length=255)
     discovered: bool | None = None  # False: declared in the agent config, not seen in /proc
 
 
@@ -150,8 +239,8 @@ class GpuProcess(_Model):
     """A process holding a GPU (NVML compute processes); pid in the host pid namespace."""
 
     gpu_uuid: str = Field(min_length=1, max_length=128)
-    pid: int = Field(ge=1)
-    used_memory_bytes: int | None = Field(default=None, ge=0)
+    pid: int = Field(ge=1, le=PG_INTEGER_MAX)
+    used_memory_bytes: int | None = Field(default=None, ge=0, le=PG_BIGINT_MAX)
 
 
 class Report(_Model):
@@ -162,10 +251,18 @@ class Report(_Model):
     collected_at: UtcDatetime
     agent: AgentInfo
     host: HostInfo
-    gpus: list[GpuInfo] = Field(default_factory=list)
-    gpu_error: str | None = None
-    servers: list[ServerInfo] = Field(default_factory=list)
-    gpu_processes: list[GpuProcess] = Field(default_factory=list)  # added by issue 3
+    gpus: list[GpuInfo] = Field(default_factory=list, max_length=MAX_GPUS)
+    gpu_error: str | None = Field(default=None, max_length=MAX_ERROR_CHARS)
+    servers: list[ServerInfo] = Field(default_factory=list, max_length=MAX_SERVERS)
+    gpu_processes: list[GpuProcess] = Field(default_factory=list,  # added by issue 3
+                                            max_length=MAX_GPU_PROCESSES)
+
+    @field_validator("gpus")
+    @classmethod
+    def _unique_gpus(cls, value: list[GpuInfo]) -> list[GpuInfo]:
+        if len({g.uuid for g in value}) != len(value):
+            raise ValueError("two GPUs share a uuid")
+        return value
 
     @field_validator("schema_version")
     @classmethod
@@ -202,12 +299,27 @@ def error_path(loc: tuple[Any, ...]) -> str:
     return out or "$"
 
 
+def max_line_length(text: str) -> int:
+    """Length of the longest line of ``text`` (linear: one pass over the newlines)."""
+    longest, start = 0, 0
+    while True:
+        end = text.find("\n", start)
+        if end < 0:
+            return max(longest, len(text) - start)
+        longest = max(longest, end - start)
+        start = end + 1
+
+
 def parse_report(data: Any) -> Report:
-    """Validate decoded JSON against the contract.
+    """Validate decoded JSON against the contract (:func:`json_problems` first: depth,
+    NaN/Infinity, NUL, lone surrogates; then the models' limits).
 
     Returns the :class:`Report`. Raises :class:`ReportError` listing the JSON
     path of every bad field.
     """
+    problems = json_problems(data)
+    if problems:
+        raise ReportError("report does not match the contract", problems)
     try:
         return Report.model_validate(data)
     except ValidationError as exc:

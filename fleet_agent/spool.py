@@ -152,6 +152,22 @@ class Spool:
         if dropped:
             self.state.update(spool_dropped=self.dropped() + dropped)
 
+    def set_aside(self, entry: SpoolEntry, keep: int = 10) -> Path | None:
+        """Move a report the dashboard refused (4xx) into ``rejected/`` for inspection,
+        keeping the ``keep`` newest there; returns its new path (None if it vanished).
+        The drain then goes on with the next report instead of retrying this one forever."""
+        rejected = self.dir / "rejected"
+        rejected.mkdir(mode=DIR_MODE, exist_ok=True)
+        target = rejected / entry.path.name
+        try:
+            os.replace(entry.path, target)
+        except FileNotFoundError:
+            return None
+        for old in sorted(rejected.iterdir())[:-keep]:
+            with contextlib.suppress(FileNotFoundError):
+                old.unlink()
+        return target
+
     def remove(self, entry: SpoolEntry) -> None:
         """Delete a delivered (or rejected) report; already gone is fine."""
         with contextlib.suppress(FileNotFoundError):

@@ -7,16 +7,24 @@ until the report fits: ``python_*``/``process_*``/``http_*`` (collector and
 instrumentator families), every other non-``vllm:`` family, the ``vllm:*_created``
 timestamp gauges, and finally (never expected) a server's whole metrics text,
 largest first. Each drop is recorded in that server's ``errors``.
+
+:func:`conform` first cuts the report to the per-field limits of the schema (issue 16 items
+5 and 11), so one oversized field or server never costs the whole report.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
 from collections.abc import Callable
 from typing import Any
 
+from fleet_agent import schema
 from fleet_agent.schema import MAX_REPORT_BYTES
+
+log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^(?:#\s*(?:HELP|TYPE|UNIT)\s+)?([A-Za-z_:][A-Za-z0-9_:]*)")
 
@@ -85,5 +93,132 @@ def fit(data: dict[str, Any], limit: int = MAX_REPORT_BYTES) -> dict[str, Any]:
         server.setdefault("errors", []).append(
             f"metrics dropped: the report exceeded the {limit} byte limit")
         if report_size(data) <= limit:
+            return data
+    # Still too large without any metrics: drop the largest servers, never the whole report.
+    for server in sorted(data.get("servers", []), key=report_size, reverse=True):
+        data["servers"].remove(server)
+        log.warning("server pid %s not reported: the report exceeded %d bytes",
+                    server.get("pid"), limit)
+        if report_size(data) <= limit:
             break
+    return data
+
+
+# --- conforming to the dashboard's limits (issue 16 items 5 and 11) ------------------------
+
+#: Server string fields and their column widths (fleet_agent.schema.ServerInfo).
+_SERVER_TEXT = {"container_image": 500, "base_url": 500, "vllm_version": 128,
+                "installed_vllm_version": 128, "cwd": schema.MAX_PATH_CHARS,
+                "model_revision": 255}
+_HOST_TEXT = {"os": 255, "kernel": 255, "nvidia_driver_version": 64, "cuda_driver_version": 64}
+
+
+def clean_text(text: str) -> str:
+    """``text`` without NUL characters and with lone surrogates replaced (``?``), so that it
+    is valid UTF-8 and storable in PostgreSQL."""
+    text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", errors="replace").decode("utf-8")
+    return text
+
+
+def _clean_all(data: Any) -> Any:
+    if isinstance(data, str):
+        return clean_text(data)
+    if isinstance(data, dict):
+        return {clean_text(k) if isinstance(k, str) else k: _clean_all(v)
+                for k, v in data.items()}
+    if isinstance(data, list):
+        return [_clean_all(v) for v in data]
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    return data
+
+
+def _cut(value: Any, limit: int) -> Any:
+    return value[:limit] if isinstance(value, str) else value
+
+
+def _note(server: dict[str, Any], text: str) -> None:
+    server.setdefault("errors", []).append(text[:schema.MAX_ERROR_CHARS])
+
+
+def _server_too_big(server: dict[str, Any]) -> str | None:
+    """Why ``server`` cannot be sent at all (argv/env past the caps), else None."""
+    argv, env = server.get("argv") or [], server.get("env") or {}
+    if len(argv) > schema.MAX_ARGV or any(len(w) > schema.MAX_ARG_CHARS for w in argv):
+        return f"argv of {len(argv)} words exceeds the limits"
+    if len(env) > schema.MAX_ENV or any(
+            len(k) > schema.MAX_ENV_NAME_CHARS or len(v) > schema.MAX_ENV_VALUE_CHARS
+            for k, v in env.items()):
+        return f"environment of {len(env)} variables exceeds the limits"
+    return None
+
+
+def _conform_metrics(server: dict[str, Any]) -> None:
+    metrics = server.get("metrics")
+    if not metrics or not isinstance(metrics.get("text"), str):
+        return
+    text = metrics["text"]
+    if len(text) > schema.MAX_METRICS_CHARS:
+        server["metrics"] = None
+        _note(server, f"metrics dropped: {len(text)} characters, over "
+                      f"{schema.MAX_METRICS_CHARS}")
+        return
+    if schema.max_line_length(text) > schema.MAX_METRICS_LINE_CHARS:
+        lines = text.splitlines(keepends=True)
+        kept = [line for line in lines if len(line.rstrip("\n")) <= schema.MAX_METRICS_LINE_CHARS]
+        metrics["text"] = "".join(kept)
+        _note(server, f"metrics: {len(lines) - len(kept)} lines over "
+                      f"{schema.MAX_METRICS_LINE_CHARS} characters dropped")
+
+
+def _conform_server(server: dict[str, Any]) -> None:
+    for name, limit in _SERVER_TEXT.items():
+        server[name] = _cut(server.get(name), limit)
+    models = server.get("models") or []
+    if len(models) > schema.MAX_MODELS:
+        server["models"] = models[:schema.MAX_MODELS]
+        _note(server, f"{len(models)} models, the first {schema.MAX_MODELS} kept")
+    template = server.get("chat_template")
+    if isinstance(template, dict):
+        template["source"] = _cut(template.get("source"), 1000)
+    _conform_metrics(server)
+    errors = [_cut(e, schema.MAX_ERROR_CHARS) for e in server.get("errors") or []]
+    if len(errors) > schema.MAX_ERRORS:
+        errors = errors[:schema.MAX_ERRORS - 1] + [
+            f"{len(errors) - schema.MAX_ERRORS + 1} more errors not reported"]
+    server["errors"] = errors
+
+
+def conform(data: dict[str, Any]) -> dict[str, Any]:
+    """Cut a report (JSON-ready dict) to the dashboard's limits (:mod:`fleet_agent.schema`).
+
+    Strings lose NUL characters and lone surrogates and are cut to their column widths;
+    models, errors, labels, GPUs and servers are capped; a server whose argv or environment
+    exceeds the caps is dropped (logged), never the whole report. Returns the new dict.
+    """
+    data = _clean_all(data)
+    host = data.get("host") or {}
+    for name, limit in _HOST_TEXT.items():
+        host[name] = _cut(host.get(name), limit)
+    labels = host.get("labels") or {}
+    host["labels"] = {k[:schema.MAX_LABEL_KEY_CHARS]: str(v)[:schema.MAX_LABEL_VALUE_CHARS]
+                      for k, v in list(labels.items())[:schema.MAX_LABELS]}
+    data["gpus"] = (data.get("gpus") or [])[:schema.MAX_GPUS]
+    data["gpu_error"] = _cut(data.get("gpu_error"), schema.MAX_ERROR_CHARS)
+    data["gpu_processes"] = (data.get("gpu_processes") or [])[:schema.MAX_GPU_PROCESSES]
+    servers = []
+    for server in data.get("servers") or []:
+        reason = _server_too_big(server)
+        if reason:
+            log.warning("server pid %s not reported: %s", server.get("pid"), reason)
+            continue
+        _conform_server(server)
+        servers.append(server)
+    if len(servers) > schema.MAX_SERVERS:
+        log.warning("%d servers found, the first %d reported", len(servers), schema.MAX_SERVERS)
+    data["servers"] = servers[:schema.MAX_SERVERS]
     return data

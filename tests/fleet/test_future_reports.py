@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import iso
 
 from fleet.models import Host, Report, Server
 
 pytestmark = pytest.mark.django_db
+
+
+def iso(ts: datetime) -> str:
+    """RFC 3339 UTC with a Z, as the agent sends it."""
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def test_a_report_from_2099_is_refused_with_its_path(enrolled, post_report, make_report):

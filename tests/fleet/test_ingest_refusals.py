@@ -175,7 +175,7 @@ def test_it_answers_503_with_retry_after_when_the_database_is_down(
     def database_down(plaintext: str) -> None:
         raise OperationalError("connection to server at 127.0.0.1:5432 failed")
 
-    monkeypatch.setattr(AgentToken, "authenticate", staticmethod(database_down))
+    monkeypatch.setattr(AgentToken, "lookup", staticmethod(database_down))
     response = post_report(make_report(), token=token)
     body = assert_refused(response, 503)
     assert int(response["Retry-After"]) > 0
