@@ -147,6 +147,8 @@ install_agent() {
         run useradd --system --home-dir "$STATE" --shell /usr/sbin/nologin "$AGENT_USER"
     fi
     mkdir -p "$PREFIX$STATE/spool" "$PREFIX/etc/fleet-agent"
+    # Reports (redacted, but about this node) are readable by the agent's user only.
+    chmod 0700 "$PREFIX$STATE" "$PREFIX$STATE/spool"
     run "$PYTHON" -m venv "$VENV"
     tmp="$(mktemp -d)"
     trap 'rm -rf "$tmp"' EXIT

@@ -51,6 +51,7 @@ def test_a_dry_run_installs_the_wheel_from_the_dashboard_and_writes_the_unit(tmp
     assert "ExecStart=/opt/fleet-agent/bin/fleet-agent run --config /etc/fleet-agent/config.toml" \
         in unit
     assert (tmp_path / "root/var/lib/fleet-agent/spool").is_dir()
+    assert (tmp_path / "root/var/lib/fleet-agent/spool").stat().st_mode & 0o077 == 0
 
 
 def test_it_refuses_to_run_without_an_enrollment_secret(tmp_path):
