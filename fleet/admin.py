@@ -42,10 +42,12 @@ class HostAdmin(admin.ModelAdmin):
 
 @admin.register(AgentToken)
 class AgentTokenAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "host", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at",)
+    list_display = ("prefix", "host", "created_at", "last_used_at", "pending", "secret",
+                    "revoked_at")
+    list_filter = ("revoked_at", "pending")
     search_fields = ("prefix", "host__hostname")
-    readonly_fields = ("host", "prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("host", "prefix", "created_at", "last_used_at", "revoked_at", "secret",
+                       "pending", "requested_hostname", "requested_from")
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -78,6 +78,13 @@ class TokenAuth(HttpBearer):
         return agent_token
 
 
+class PendingOrLiveTokenAuth(HttpBearer):
+    """A live or pending token: an uninstall may revoke a re-enrollment nobody approved."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
+        return AgentToken.lookup(token)
+
+
 api = NinjaAPI(title="vLLM Fleet Audit agent API", version="1", docs_url="/docs",
                urls_namespace="api")
 
@@ -251,7 +258,7 @@ def enroll(request: HttpRequest, payload: EnrollIn) -> Status:
                         "machine_id": host.machine_id, "pending": False})
 
 
-@api.post("/v1/revoke", auth=TokenAuth(), response={200: RevokedOut, 401: ErrorOut},
+@api.post("/v1/revoke", auth=PendingOrLiveTokenAuth(), response={200: RevokedOut, 401: ErrorOut},
           summary="Revoke the presented host token (agent uninstall)")
 def revoke(request: HttpRequest) -> Status:
     """The agent's uninstall revokes its own token; the next use answers 401."""

@@ -129,3 +129,12 @@ def test_the_agent_token_revokes_itself(client, post_report, make_report) -> Non
     revoked = client.post("/api/v1/revoke", headers={"Authorization": f"Bearer {token}"})
     assert revoked.status_code == 200
     assert post_report(make_report(), token=token).status_code == 401
+
+
+def test_an_uninstall_can_revoke_a_pending_token(client) -> None:
+    _, secret = EnrollmentSecret.create("rack-a", max_uses=2)
+    enroll(client, secret)
+    pending = enroll(client, secret).json()["token"]
+    assert client.post("/api/v1/revoke",
+                       headers={"Authorization": f"Bearer {pending}"}).status_code == 200
+    assert not AgentToken.objects.filter(pending=True, revoked_at=None).exists()
