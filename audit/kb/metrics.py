@@ -161,15 +161,26 @@ def _normalise(name: str) -> str:
 #: escaped label value's length (a 2 MB line of ``\"`` took 25 s, issue 16 item 7); vLLM's own
 #: lines are under 1 KiB, so a longer one is skipped and noted, and parsing stays linear.
 MAX_LINE_CHARS = 4096
+#: Most backslashes in one sample line: each escape makes prometheus_client rescan the rest of
+#: the label value, so a line of escaped quotes costs the square of its length even under
+#: MAX_LINE_CHARS (bench/hostile_inputs.py: 3 MiB of such lines took 3.4 s). vLLM's label
+#: values (model names, engine indices, bucket bounds) carry none.
+MAX_LINE_ESCAPES = 32
+#: Characters of mapped sample lines handed to prometheus_client per scrape (~1 s/MiB of
+#: dense labels at worst); the largest real capture selects under 80 KiB, data parallelism
+#: multiplies that by the engine count, so 1 MiB leaves room for DP=8 and bounds the cost.
+MAX_SAMPLE_CHARS = 1024 * 1024
 
 
 def _select_lines(body: str, errors: list[str] | None = None,
                   ) -> tuple[list[tuple[int, str]], set[str], bool]:
     """Keep the sample lines this module maps; remember every vllm name for era detection.
-    Lines over :data:`MAX_LINE_CHARS` are skipped (noted in ``errors``)."""
+    Lines over :data:`MAX_LINE_CHARS` or :data:`MAX_LINE_ESCAPES` are skipped (noted in
+    ``errors``)."""
     keep: list[tuple[int, str]] = []
     names: set[str] = set()
     has_engine = False
+    kept_chars = 0
     for lineno, raw in enumerate(body.split("\n"), start=1):
         if not raw.startswith("vllm") and not raw[:1].isspace():
             continue  # comments, blank lines and non-vLLM families (checked before strip: speed)
@@ -182,11 +193,18 @@ def _select_lines(body: str, errors: list[str] | None = None,
         if not has_engine and 'engine="' in line:
             has_engine = True
         if name in SAMPLE_INDEX:
-            if len(line) > MAX_LINE_CHARS:
+            if len(line) > MAX_LINE_CHARS or line.count("\\") > MAX_LINE_ESCAPES:
                 if errors is not None:
-                    _add_error(errors, f"line {lineno} skipped: {len(line)} characters, over "
-                                       f"{MAX_LINE_CHARS}: {line[:120]}")
+                    _add_error(errors, f"line {lineno} skipped: {len(line)} characters, "
+                                       f"{line.count(chr(92))} backslashes (at most "
+                                       f"{MAX_LINE_CHARS} and {MAX_LINE_ESCAPES}): {line[:120]}")
                 continue
+            kept_chars += len(line)
+            if kept_chars > MAX_SAMPLE_CHARS:
+                if errors is not None:
+                    _add_error(errors, f"line {lineno} and later skipped: over "
+                                       f"{MAX_SAMPLE_CHARS} characters of mapped vLLM samples")
+                break
             keep.append((lineno, line))
     return keep, names, has_engine
 
