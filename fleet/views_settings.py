@@ -130,7 +130,33 @@ def user_role(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "Unknown role.")
     elif user.pk == request.user.pk and form.cleaned_data["role"] != "admin":
         messages.error(request, "You cannot change your own role.")
+    elif user.is_superuser and form.cleaned_data["role"] != "admin":
+        # A superuser holds every right whatever its group: "viewer" would change nothing.
+        messages.error(request, f"{user.username} is a superuser and stays an admin whatever "
+                                "the role; only a superuser can remove that in the Django admin.")
     else:
         set_role(user, form.cleaned_data["role"])
         messages.success(request, f"{user.username} is now {form.cleaned_data['role']}.")
+    return redirect("fleet:settings")
+
+
+@permits("manage_users")
+@require_POST
+def user_active(request: HttpRequest, pk: int) -> HttpResponse:
+    """Deactivate (``active=0``) or reactivate (``active=1``) a user's login.
+
+    A deactivated user cannot sign in and its open sessions stop working (Django's
+    ModelBackend refuses inactive users). Nobody deactivates themselves, and only a
+    superuser deactivates a superuser.
+    """
+    user = get_object_or_404(get_user_model(), pk=pk)
+    active = request.POST.get("active") == "1"
+    if user.pk == request.user.pk:
+        messages.error(request, "You cannot deactivate yourself.")
+    elif user.is_superuser and not request.user.is_superuser:
+        messages.error(request, f"Only a superuser can deactivate {user.username}.")
+    else:
+        user.is_active = active
+        user.save(update_fields=["is_active"])
+        messages.success(request, f"{user.username} {'reactivated' if active else 'deactivated'}.")
     return redirect("fleet:settings")
