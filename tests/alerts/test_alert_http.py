@@ -109,9 +109,10 @@ def test_a_dead_slack_webhook_marks_the_channel_failing_without_retrying(
     assert len(receiver.requests) == 1
     delivery = Delivery.objects.get(channel=channel)
     assert delivery.status == Delivery.Status.PERMANENT_FAILURE and delivery.attempts == 1
-    assert delivery.response_code == 404 and "no_service" in delivery.error
+    # Only the status is stored: a failed answer's body may be an internal service's data.
+    assert delivery.response_code == 404 and delivery.error == "HTTP 404"
     channel.refresh_from_db()
-    assert channel.failing_since is not None and "no_service" in channel.failure_reason
+    assert channel.failing_since is not None and "no_service" not in channel.failure_reason
 
 
 def test_a_failing_channel_gets_no_new_alerts(receiver, run_dispatch):
