@@ -196,6 +196,21 @@ def classify_failure(response: httpx.Response) -> TransportError:
     return TransportError(reason, permanent=True, status_code=code)
 
 
+def mask_url(url: str) -> str:
+    """``url`` with its path and query hidden but the last 4 characters: a Slack incoming
+    webhook URL is its own credential. ``https://hooks.slack.com/services/T/B/abcdWXYZ`` ->
+    ``https://hooks.slack.com/…WXYZ``; user info in the URL is dropped."""
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    if parts.port is not None:
+        host += f":{parts.port}"
+    rest = parts.path + (f"?{parts.query}" if parts.query else "")
+    tail = rest[-4:] if len(rest) > 12 else ""
+    return f"{parts.scheme}://{host}/…{tail}"
+
+
 def parse_retry_after(value: str | None) -> float | None:
     """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), or None.
 
