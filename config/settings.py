@@ -100,7 +100,13 @@ TEMPLATES = [
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+#: Failed sign-ins allowed per client address and per username within the window
+#: (fleet/login_throttle.py); then every attempt is refused until the window ends.
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 300, minimum=1)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "fleet:host_list"
 LOGOUT_REDIRECT_URL = "login"
@@ -120,7 +126,11 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = DEBUG
 
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+#: True only when a reverse proxy we run (compose's nginx) is the sole way in: then its
+#: X-Forwarded-Proto and X-Real-IP headers are trusted. Never with gunicorn exposed.
+BEHIND_PROXY = env_bool("BEHIND_PROXY", False)
+if BEHIND_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_SECURE = SITE_URL.startswith("https://")
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True

@@ -10,7 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, password_validation
 from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
@@ -42,6 +42,18 @@ class UserForm(forms.Form):
         if get_user_model().objects.filter(username=name).exists():
             raise forms.ValidationError("that username is taken")
         return name
+
+    def clean(self) -> dict[str, Any]:
+        """Run AUTH_PASSWORD_VALIDATORS (length, common, numeric, similar to the name)."""
+        data = super().clean()
+        password = data.get("password")
+        if password:
+            candidate = get_user_model()(username=data.get("username", ""))
+            try:
+                password_validation.validate_password(password, user=candidate)
+            except forms.ValidationError as exc:
+                self.add_error("password", exc)
+        return data
 
 
 class RoleForm(forms.Form):
