@@ -19,6 +19,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from audit import alert_tasks
@@ -128,6 +129,7 @@ def _list_page(request: HttpRequest, **extra: Any) -> HttpResponse:
     return render(request, "audit/alerts_channel_list.html", {"channels": channels, **extra})
 
 
+@never_cache  # the answer shows a new webhook secret once
 @login_required
 def channel_create(request: HttpRequest) -> HttpResponse:
     """Create a channel."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from fleet.access import permits
@@ -84,6 +85,7 @@ def agent_dist(request: HttpRequest, name: str) -> FileResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@never_cache  # the page shows a one-time secret: no browser or proxy keeps a copy
 @permits("manage_secrets")
 def add_host(request: HttpRequest) -> HttpResponse:
     """Admin page: create an enrollment secret and show the one-line install command once."""

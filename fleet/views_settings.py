@@ -16,6 +16,7 @@ from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from fleet.access import ROLES, permits, role_of, set_role
@@ -80,12 +81,14 @@ def _page(request: HttpRequest, **extra: Any) -> HttpResponse:
     return render(request, "settings/index.html", context)
 
 
+@never_cache
 @permits("manage_users")
 def settings_index(request: HttpRequest) -> HttpResponse:
     """The settings page."""
     return _page(request)
 
 
+@never_cache  # the answer shows the new secret once
 @permits("manage_secrets")
 @require_POST
 def secret_create(request: HttpRequest) -> HttpResponse:

@@ -55,6 +55,7 @@ def test_an_admin_creates_a_webhook_channel_with_a_generated_secret(admin_client
     channel = AlertChannel.objects.get(name="ops webhook")
     assert len(channel.secret) >= 40
     assert channel.secret in response.content.decode()  # shown this once
+    assert "no-store" in response["Cache-Control"]
     for path in ("/alerts/", f"/alerts/channels/{channel.code}/"):
         assert channel.secret not in admin_client.get(path).content.decode(), path
     assert channel.triggers == ["risky_upgrade", "host_silent"]
