@@ -82,6 +82,9 @@ TimeoutStopSec=30
 AmbientCapabilities=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH
 CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH
 NoNewPrivileges=true
+# CAP_SYS_PTRACE is for reading /proc/<pid>/environ; the ptrace(2), process_vm_readv(2)
+# and perf_event_open(2) calls it would also allow are never needed: forbid them.
+SystemCallFilter=~@debug
 ProtectSystem=strict
 ProtectHome=read-only
 ReadWritePaths=$STATE
