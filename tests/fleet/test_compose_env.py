@@ -60,6 +60,7 @@ def test_only_the_buffering_tls_proxy_is_published_and_it_has_body_read_timeouts
     directives = {line.split()[0]: line.split()[1:] for line in caddyfile.splitlines()
                   if line.strip() and not line.strip().startswith("#")}
     assert directives["read_body"] and directives["read_header"]
-    assert directives["request_buffers"] == ["8MB"]  # whole body before a worker sees it
+    assert directives["request_buffers"] == ["unlimited"]  # whole body before a worker
+    assert directives["max_size"] == ["8MB"]
     assert directives["reverse_proxy"][0] == "web:8000"
     assert "header_up X-Real-IP {remote_host}" in caddyfile  # read by the login throttle
