@@ -223,12 +223,19 @@ def _csv_lines(rows: Iterator[Finding]) -> Iterator[str]:
     for f in rows:
         row = _export_row(f)
         row["references"] = " ".join(row["references"])
-        # A cell starting with = + - @ would run as a formula in a spreadsheet.
         yield writer.writerow([_defuse(str(row[k])) for k in EXPORT_FIELDS])
 
 
+#: Characters that make a spreadsheet read a cell as a formula or a DDE command (OWASP CSV
+#: injection: = + - @, tab and CR; ``|`` starts a DDE call), also after leading blanks.
+FORMULA_STARTS = ("=", "+", "-", "@", "|", "\t", "\r")
+
+
 def _defuse(cell: str) -> str:
-    return "'" + cell if cell[:1] in ("=", "+", "-", "@") else cell
+    """``cell`` prefixed with ``'`` when a spreadsheet would run it as a formula."""
+    if cell[:1] in FORMULA_STARTS or cell.lstrip(" \t\r\n")[:1] in FORMULA_STARTS:
+        return "'" + cell
+    return cell
 
 
 def _json_chunks(rows: Iterator[Finding]) -> Iterator[str]:

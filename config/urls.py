@@ -5,6 +5,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from fleet.api import api
+from fleet.login_throttle import LoginView, ThrottledAdminAuthenticationForm
+
+# The admin's sign-in counts failures with the dashboard's (fleet.login_throttle).
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("", include("fleet.urls")),
@@ -15,7 +19,7 @@ urlpatterns = [
     # Agent install script and wheel (no login) and the admin's add-host page.
     path("agent/", include("fleet.urls_agent")),
     # --- end of lead's spot --------------------------------------------------------------
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -103,6 +105,43 @@ class ServerAdmin(admin.ModelAdmin):
     # An id box, not a <select> of every host and report (each report's str() and raw JSON
     # for a dropdown made the change page load the whole table, issue 16 item 6).
     raw_id_fields = ("host", "last_report")
+
+
+#: User fields only a superuser may set: each one grants rights beyond the admin role.
+PRIVILEGE_FIELDS = ("is_superuser", "is_staff", "groups", "user_permissions")
+
+
+class GuardedUserAdmin(UserAdmin):
+    """Django's UserAdmin, minus the ways a non-superuser admin could escalate.
+
+    The admin role holds ``auth.change_user`` (to manage users in Settings); without this
+    class it could tick ``is_superuser`` on itself, add itself to any group or permission,
+    and set a superuser's password. For a non-superuser: the privilege fields are read-only
+    and a superuser's row (and password form) cannot be changed at all.
+    """
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if request.user.is_superuser:
+            return fields
+        return fields + PRIVILEGE_FIELDS
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False  # also guards user_change_password, which asks the same
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)
+
+
+_User = get_user_model()
+if admin.site.is_registered(_User):
+    admin.site.unregister(_User)
+admin.site.register(_User, GuardedUserAdmin)
+
 
 
 @admin.register(Gpu)

@@ -10,6 +10,7 @@ first request so a fresh checkout still serves one.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 from django.conf import settings
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from fleet.access import permits
@@ -62,10 +64,39 @@ def build_agent_wheel(force: bool = False) -> Path:
     return target
 
 
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def agent_wheel() -> tuple[Path, str]:
+    """The served wheel's path and its sha256 (lowercase hex), hashed once per file version.
+
+    The install script embeds the digest and refuses a download that differs. Raises
+    ``RuntimeError``/``subprocess.TimeoutExpired`` like :func:`build_agent_wheel`.
+    """
+    path = build_agent_wheel()
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _digests:
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        _digests.clear()
+        _digests[key] = digest.hexdigest()
+    return path, _digests[key]
+
+
 @require_GET
 def install_script(request: HttpRequest) -> HttpResponse:
-    """``GET /agent/install.sh``: the POSIX installer with this dashboard's URL filled in."""
-    text = render_install_script(settings.SITE_URL, wheel_name())
+    """``GET /agent/install.sh``: the POSIX installer with this dashboard's URL and the
+    served wheel's name and sha256 filled in (503 while no wheel can be served)."""
+    try:
+        _, sha256 = agent_wheel()
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        log.error("%s", exc)
+        return HttpResponse("agent package not built; run `manage.py build_agent_wheel`\n",
+                            status=503, content_type="text/plain; charset=utf-8")
+    text = render_install_script(settings.SITE_URL, wheel_name(), sha256)
     return HttpResponse(text, content_type="text/x-shellscript; charset=utf-8")
 
 
@@ -84,6 +115,7 @@ def agent_dist(request: HttpRequest, name: str) -> FileResponse:
 
 
 @require_http_methods(["GET", "POST"])
+@never_cache  # the page shows a one-time secret: no browser or proxy keeps a copy
 @permits("manage_secrets")
 def add_host(request: HttpRequest) -> HttpResponse:
     """Admin page: create an enrollment secret and show the one-line install command once."""

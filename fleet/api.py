@@ -273,7 +273,8 @@ _REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json"
 
 @api.post("/v1/reports", auth=TokenAuth(), openapi_extra=_REPORT_BODY,
           response={202: AcceptedOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut,
-                    413: ErrorOut, 422: ErrorOut, 429: ErrorOut, 503: ErrorOut},
+                    411: ErrorOut, 413: ErrorOut, 415: ErrorOut, 422: ErrorOut, 429: ErrorOut,
+                    503: ErrorOut},
           summary="Submit one agent report (optionally gzip-encoded)")
 def submit_report(request: HttpRequest) -> Status:
     """Validate and store one report; 202 also for a re-sent ``report_id`` (stored once)."""

@@ -15,7 +15,7 @@ CHUNK_BYTES = 64 * 1024
 
 
 class BodyError(Exception):
-    """A body that cannot be accepted. ``status`` is 413 (too large), 400 or 415."""
+    """A body that cannot be accepted. ``status`` is 413 (too large), 400, 411 or 415."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
@@ -27,17 +27,20 @@ def read_capped_body(request: HttpRequest, cap: int) -> bytes:
     """Return the decompressed body of ``request``, at most ``cap`` bytes.
 
     Raises BodyError(413) past the cap (checked on Content-Length first, then while
-    reading and while decompressing), BodyError(400) on a corrupt gzip stream,
-    BodyError(415) on an encoding other than identity/gzip.
+    reading and while decompressing), BodyError(400) on a corrupt gzip stream or bytes
+    after its end, BodyError(411) without a Content-Length (a chunked upload: WSGI would
+    hand Django an empty body), BodyError(415) on an encoding other than identity/gzip.
     """
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip", ""):
         raise BodyError(415, f"unsupported Content-Encoding {encoding!r}; use gzip or none")
-    declared = request.headers.get("Content-Length")
+    declared = (request.headers.get("Content-Length") or "").strip()
+    if not declared.isdigit():
+        raise BodyError(411, "Content-Length required (chunked uploads are not accepted)")
     # A compressed body larger than the cap can only decompress to more than the cap
     # (gzip never shrinks below ~0.1% overhead on incompressible data; allow 1%).
     wire_cap = cap + cap // 100 + 1024 if encoding == "gzip" else cap
-    if declared and declared.isdigit() and int(declared) > wire_cap:
+    if int(declared) > wire_cap:
         raise BodyError(413, f"body larger than {cap} bytes")
     if encoding == "gzip":
         return _gunzip_capped(request, cap, wire_cap)
@@ -70,6 +73,8 @@ def _gunzip_capped(request: HttpRequest, cap: int, wire_cap: int) -> bytes:
         raise BodyError(413, f"body larger than {cap} bytes after decompression")
     if not inflater.eof:
         raise BodyError(400, "truncated gzip body")
+    if inflater.unused_data:  # another member or garbage: the agent sends exactly one
+        raise BodyError(400, "data after the end of the gzip stream")
     return bytes(out)
 
 

@@ -1,11 +1,11 @@
-"""System checks for deployment settings; ids ``fleet.E00x``."""
+"""System checks for deployment settings; ids ``fleet.E00x`` and ``fleet.W00x``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register  # noqa: A004 - Django's name
 
 
 @register()
@@ -16,4 +16,17 @@ def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                       hint="Set SECRET_KEY to a long random string, e.g. "
                            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`.",
                       id="fleet.E001")]
+    return []
+
+
+@register(deploy=True)
+def check_https_behind_proxy(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """fleet.W001: an https SITE_URL redirects http to https, which loops forever unless
+    Django learns the scheme from our proxy (BEHIND_PROXY=true)."""
+    if getattr(settings, "HTTPS", False) and not getattr(settings, "BEHIND_PROXY", False):
+        return [Warning("SITE_URL is https but BEHIND_PROXY is false: every request would "
+                        "look like plain http and be redirected to https again.",
+                        hint="Run behind compose's nginx and set BEHIND_PROXY=true (only "
+                             "when the proxy is the sole way to reach gunicorn).",
+                        id="fleet.W001")]
     return []

@@ -18,4 +18,5 @@ urlpatterns = [
     path("settings/tokens/<int:pk>/revoke/", views_settings.token_revoke, name="token_revoke"),
     path("settings/users/", views_settings.user_create, name="user_create"),
     path("settings/users/<int:pk>/role/", views_settings.user_role, name="user_role"),
+    path("settings/users/<int:pk>/active/", views_settings.user_active, name="user_active"),
 ]

@@ -11,11 +11,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, password_validation
 from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from fleet.access import ROLES, permits, role_of, set_role
@@ -46,6 +47,18 @@ class UserForm(forms.Form):
             raise forms.ValidationError("that username is taken")
         return name
 
+    def clean(self) -> dict[str, Any]:
+        """Run AUTH_PASSWORD_VALIDATORS (length, common, numeric, similar to the name)."""
+        data = super().clean()
+        password = data.get("password")
+        if password:
+            candidate = get_user_model()(username=data.get("username", ""))
+            try:
+                password_validation.validate_password(password, user=candidate)
+            except forms.ValidationError as exc:
+                self.add_error("password", exc)
+        return data
+
 
 class RoleForm(forms.Form):
     """The role to give an existing user."""
@@ -74,12 +87,14 @@ def _page(request: HttpRequest, **extra: Any) -> HttpResponse:
     return render(request, "settings/index.html", context)
 
 
+@never_cache
 @permits("manage_users")
 def settings_index(request: HttpRequest) -> HttpResponse:
     """The settings page."""
     return _page(request)
 
 
+@never_cache  # the answer shows the new secret once
 @permits("manage_secrets")
 @require_POST
 def secret_create(request: HttpRequest) -> HttpResponse:
@@ -158,7 +173,33 @@ def user_role(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "Unknown role.")
     elif user.pk == request.user.pk and form.cleaned_data["role"] != "admin":
         messages.error(request, "You cannot change your own role.")
+    elif user.is_superuser and form.cleaned_data["role"] != "admin":
+        # A superuser holds every right whatever its group: "viewer" would change nothing.
+        messages.error(request, f"{user.username} is a superuser and stays an admin whatever "
+                                "the role; only a superuser can remove that in the Django admin.")
     else:
         set_role(user, form.cleaned_data["role"])
         messages.success(request, f"{user.username} is now {form.cleaned_data['role']}.")
+    return redirect("fleet:settings")
+
+
+@permits("manage_users")
+@require_POST
+def user_active(request: HttpRequest, pk: int) -> HttpResponse:
+    """Deactivate (``active=0``) or reactivate (``active=1``) a user's login.
+
+    A deactivated user cannot sign in and its open sessions stop working (Django's
+    ModelBackend refuses inactive users). Nobody deactivates themselves, and only a
+    superuser deactivates a superuser.
+    """
+    user = get_object_or_404(get_user_model(), pk=pk)
+    active = request.POST.get("active") == "1"
+    if user.pk == request.user.pk:
+        messages.error(request, "You cannot deactivate yourself.")
+    elif user.is_superuser and not request.user.is_superuser:
+        messages.error(request, f"Only a superuser can deactivate {user.username}.")
+    else:
+        user.is_active = active
+        user.save(update_fields=["is_active"])
+        messages.success(request, f"{user.username} {'reactivated' if active else 'deactivated'}.")
     return redirect("fleet:settings")

@@ -10,6 +10,7 @@ what cannot be read is None/absent with the reason in ``errors``/``gpu_error``.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import platform
 import socket
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -203,11 +205,14 @@ def _server_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str
         entry["base_url"] = override.base_url
     if override and override.container_image:
         entry["container_image"] = override.container_image
-    api_key = (override.api_key if override else None) or (_own_api_key(proc) if proc else None)
-    if api_key:
-        found.add(api_key)
     connect = entry.get("base_url") if override and override.base_url \
         else (proc.connect_url if proc else None)
+    api_key = _configured_key(override, connect, entry["errors"]) \
+        or (_own_api_key(proc) if proc else None)
+    if override and override.api_key:
+        found.add(override.api_key)
+    if api_key:
+        found.add(api_key)
     if inp.probe_http and connect:
         _apply_probe(entry, probe.probe(connect, api_key))
     entry["base_url"] = redact.redact_urls(entry["base_url"], found) \
@@ -227,6 +232,39 @@ def _safe_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str]]
         return {"pid": item.proc.pid if item.proc else (item.override.pid if item.override else 1),
                 "argv": redact.redact_argv(argv or ["?"], found) or ["?"],
                 "errors": [f"collection failed: {type(exc).__name__}: {exc}"]}
+
+
+def _configured_key(override: ServerOverride | None, connect: str | None,
+                    errors: list[str]) -> str | None:
+    """The agent config's ``api_key`` for this server, if it may go to ``connect``.
+
+    Only to the configured ``base_url`` or to a loopback/unix-socket endpoint: a server
+    matched by pid or port names its own ``--host``, and a local user's fake server could
+    name any host to collect the key.
+    """
+    if not override or not override.api_key or not connect:
+        return None
+    if override.base_url and connect == override.base_url:
+        return override.api_key
+    if is_local_endpoint(connect):
+        return override.api_key
+    errors.append("configured api_key not sent: the server's address is neither loopback "
+                  "nor the configured base_url (set base_url for this server)")
+    return None
+
+
+def is_local_endpoint(url: str) -> bool:
+    """True for ``unix:`` sockets and http(s) URLs whose host is a loopback address or
+    ``localhost``."""
+    if url.startswith("unix:"):
+        return True
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _own_api_key(proc: discovery.ServerProcess) -> str | None:

@@ -84,7 +84,8 @@ def retry_after_seconds(value: str | None) -> float | None:
 def make_client() -> httpx.Client:
     """The dashboard client: explicit timeouts, no proxy surprises from the environment."""
     return httpx.Client(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
-                        headers={"User-Agent": f"fleet-agent/{__version__}"})
+                        headers={"User-Agent": f"fleet-agent/{__version__}"},
+                        trust_env=False)
 
 
 def post_report(client: httpx.Client, server_url: str, token: str, body_gz: bytes) -> PostResult:

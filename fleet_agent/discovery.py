@@ -49,6 +49,7 @@ class ServerProcess:
     container_image: str | None = None
     base_url: str | None = None
     connect_url: str | None = None  # where the agent connects (--uds through proc/PID/root)
+    creds: procfs.Creds | None = None  # whose rights files named in argv are read with
     errors: list[str] = field(default_factory=list)
 
     def options(self) -> list[str]:
@@ -132,6 +133,9 @@ def find_servers(table: procfs.ProcTable) -> list[ServerProcess]:
 def inspect(table: procfs.ProcTable, server: ServerProcess) -> None:
     """Fill env, cwd, exe, container, port/host/uds and ``base_url`` of ``server`` in place."""
     pdir = table.proc_dir(server.pid)
+    server.creds = procfs.read_creds(pdir)
+    if server.creds is None:
+        server.errors.append("status not readable: files named in argv are not read")
     server.env = procfs.read_environ(pdir)
     if server.env is None:
         server.errors.append("environ not readable (needs CAP_SYS_PTRACE or the same user)")
@@ -152,7 +156,9 @@ def _read_endpoint(table: procfs.ProcTable, server: ServerProcess) -> None:
     try:
         server.port = int(port_text) if port_text else DEFAULT_PORT
     except ValueError:
-        server.errors.append(f"--port {port_text!r} is not a number; assuming {DEFAULT_PORT}")
+        # Never echo a value read from a file: only argv (already in the report) is quoted.
+        shown = repr(port_text) if option_value(args, "--port") is not None else "in --config"
+        server.errors.append(f"port {shown} is not a number; assuming {DEFAULT_PORT}")
         server.port = DEFAULT_PORT
     if server.uds:
         server.base_url = f"unix:{server.uds}"
@@ -191,6 +197,16 @@ def _yaml_scalar(table: procfs.ProcTable, server: ServerProcess, key: str) -> st
     return None
 
 
+def in_process_path(server: ServerProcess, path: str) -> str | None:
+    """``path`` as an absolute in-namespace path (relative ones against the process's cwd),
+    or None when it is relative and the cwd is unknown."""
+    if path.startswith("/"):
+        return path
+    if server.cwd and server.cwd.startswith("/"):
+        return f"{server.cwd.rstrip('/')}/{path}"
+    return None
+
+
 def resolve_in_process(root: Path, server: ServerProcess, path: str) -> list[Path]:
     """Candidate host paths for a path the process would open (relative to its cwd)."""
     pid_root = root / "proc" / str(server.pid)
@@ -205,12 +221,18 @@ def resolve_in_process(root: Path, server: ServerProcess, path: str) -> list[Pat
 
 def read_in_process(root: Path, server: ServerProcess, path: str,
                     limit: int = 8 << 20) -> bytes | None:
-    """Read a file as the process would see it; None when no candidate is readable."""
-    for candidate in resolve_in_process(root, server, path):
-        data = procfs.read_bytes(candidate, limit)
-        if data is not None:
-            return data
-    return None
+    """Read a file as the process would see it and with the process's rights only.
+
+    ``path`` comes from the process's argv/env (another user controls it): the file is read
+    only if the process's uid/groups could read it (:func:`procfs.read_as`), so the agent's
+    CAP_DAC_READ_SEARCH never reads, hashes or parses a file on that user's behalf that the
+    user could not. None when missing, unreadable for the process, or its rights unknown.
+    """
+    absolute = in_process_path(server, path)
+    if absolute is None or server.creds is None:
+        return None
+    return procfs.read_as(root / "proc" / str(server.pid) / "root", absolute, server.creds,
+                          limit)
 
 
 def _read_container(root: Path, server: ServerProcess) -> None:

@@ -3,6 +3,8 @@
 # the placeholders filled by fleet_agent.installer.render_install_script():
 #   __SITE_URL__     the dashboard's base URL, e.g. https://fleet.example.com
 #   __AGENT_WHEEL__  the agent wheel's file name, served at $SITE_URL/agent/dist/<wheel>
+#   __AGENT_WHEEL_SHA256__  that wheel's sha256 (hex): the download is refused unless it
+#                    matches, so the wheel is as trustworthy as this script's own channel
 #
 # Install (the "add host" page shows this line with a fresh enrollment secret):
 #   (umask 077 && printf '%s\n' 'fes_...' > fleet-enroll.secret) && curl -fsSL \
@@ -44,6 +46,7 @@ set -eu
 
 SITE_URL="${FLEET_SITE_URL:-__SITE_URL__}"
 WHEEL="${FLEET_AGENT_WHEEL:-__AGENT_WHEEL__}"
+WHEEL_SHA256="__AGENT_WHEEL_SHA256__"
 PREFIX="${PREFIX:-}"
 DRY_RUN="${DRY_RUN:-0}"
 PYTHON="${PYTHON:-python3}"
@@ -88,6 +91,9 @@ TimeoutStopSec=30
 AmbientCapabilities=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH
 CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH
 NoNewPrivileges=true
+# CAP_SYS_PTRACE is for reading /proc/<pid>/environ; the ptrace(2), process_vm_readv(2)
+# and perf_event_open(2) calls it would also allow are never needed: forbid them.
+SystemCallFilter=~@debug
 ProtectSystem=strict
 ProtectHome=read-only
 ReadWritePaths=$STATE
@@ -135,11 +141,25 @@ preflight() {
         *.whl) ;;
         *) die "no agent wheel name in this script; download it from the dashboard" ;;
     esac
+    if ! printf '%s' "$WHEEL_SHA256" | grep -Eq '^[0-9a-f]{64}$'; then
+        die "no agent wheel sha256 in this script; download it from the dashboard"
+    fi
     read_secret
     if [ "$DRY_RUN" != 1 ] && [ "$(id -u)" -ne 0 ]; then
         die "run as root (sudo)"
     fi
     command -v "$PYTHON" >/dev/null 2>&1 || [ "$DRY_RUN" = 1 ] || die "$PYTHON not found"
+}
+
+# Refuse a wheel whose sha256 differs from the one the dashboard embedded in this script.
+verify_wheel() {
+    if command -v sha256sum >/dev/null 2>&1; then
+        got="$(sha256sum "$1" | cut -d' ' -f1)"
+    else
+        got="$("$PYTHON" -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' "$1")"
+    fi
+    [ "$got" = "$WHEEL_SHA256" ] || die "sha256 mismatch for $WHEEL: got $got, expected $WHEEL_SHA256; not installing"
+    say "wheel sha256 verified ($WHEEL_SHA256)"
 }
 
 install_agent() {
@@ -152,7 +172,9 @@ install_agent() {
     run "$PYTHON" -m venv "$VENV"
     tmp="$(mktemp -d)"
     trap 'rm -rf "$tmp"' EXIT
-    run curl -fsSL -o "$tmp/$WHEEL" "$SITE_URL/agent/dist/$WHEEL"
+    # Downloaded and checked even in a dry run: it changes nothing outside $tmp.
+    curl -fsSL -o "$tmp/$WHEEL" "$SITE_URL/agent/dist/$WHEEL" || die "cannot download $WHEEL"
+    verify_wheel "$tmp/$WHEEL"
     run "$VENV/bin/pip" install --quiet --upgrade "$tmp/$WHEEL"
     # The secret stays in a file or the environment of this one command, never in argv.
     if [ -n "${FLEET_ENROLL_SECRET_FILE:-}" ]; then

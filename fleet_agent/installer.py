@@ -11,6 +11,7 @@ import re
 from importlib import resources
 
 _SITE_URL = re.compile(r"^https?://[A-Za-z0-9.\-]+(:\d{1,5})?(/[A-Za-z0-9._~\-/]*)?$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _WHEEL = re.compile(r"^[A-Za-z0-9_.]+-[A-Za-z0-9_.+!]+(-[A-Za-z0-9_.]+){2,3}\.whl$")
 
 
@@ -19,18 +20,26 @@ def install_script_template() -> str:
     return resources.files("fleet_agent").joinpath("install.sh").read_text(encoding="utf-8")
 
 
-def render_install_script(site_url: str, wheel_name: str) -> str:
-    """``install.sh`` with ``__SITE_URL__`` and ``__AGENT_WHEEL__`` filled.
+def render_install_script(site_url: str, wheel_name: str,
+                          wheel_sha256: str | None = None) -> str:
+    """``install.sh`` with ``__SITE_URL__``, ``__AGENT_WHEEL__`` and
+    ``__AGENT_WHEEL_SHA256__`` filled.
 
     ``site_url``: ``http(s)://host[:port][/path]`` without quotes, spaces or query;
-    ``wheel_name``: a PEP 427 file name. Raises ``ValueError`` naming the bad value.
+    ``wheel_name``: a PEP 427 file name; ``wheel_sha256``: the served wheel's sha256 in
+    lowercase hex (without it the script refuses to install). Raises ``ValueError``
+    naming the bad value.
     """
     site_url = site_url.rstrip("/")
     if not _SITE_URL.match(site_url):
         raise ValueError(f"site URL not usable in the install script: {site_url!r}")
     if not _WHEEL.match(wheel_name):
         raise ValueError(f"not a wheel file name: {wheel_name!r}")
+    if wheel_sha256 is not None and not _SHA256.match(wheel_sha256):
+        raise ValueError(f"not a sha256 hex digest: {wheel_sha256!r}")
     text = install_script_template()
+    if wheel_sha256 is not None:
+        text = text.replace("__AGENT_WHEEL_SHA256__", wheel_sha256)
     return text.replace("__SITE_URL__", site_url).replace("__AGENT_WHEEL__", wheel_name)
 
 

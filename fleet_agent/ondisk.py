@@ -1,7 +1,9 @@
 """What a server process has on disk: the installed vLLM version and its chat template.
 
 Everything is read through ``<root>/proc/<pid>/root`` so a containerised server is
-inspected inside its own mount namespace. Chat-template rules:
+inspected inside its own mount namespace, and with the process's own rights
+(:func:`fleet_agent.discovery.read_in_process`): a file its user could not read is neither
+read, parsed nor hashed. Chat-template rules:
 ``shared/reference/vllm-facts.md`` section 5 (``--chat-template`` first, relative to the
 process cwd; else the model's ``chat_template.jinja``, else ``tokenizer_config.json``'s
 ``chat_template``, string or list with ``name == "default"``; HF cache root from
@@ -83,9 +85,12 @@ def site_dirs(root: Path, server: ServerProcess) -> list[Path]:
 
 def installed_vllm_version(root: Path, server: ServerProcess) -> str | None:
     """``Version:`` of the ``vllm`` dist-info METADATA for the process's interpreter, or None."""
+    ns_root = procfs.in_namespace(root, server.pid, "/")
     for site in site_dirs(root, server):
         for meta in sorted(glob.glob(str(site / "vllm-*.dist-info" / "METADATA"))):
-            version = metadata_version(procfs.read_bytes(Path(meta), 1 << 20))
+            # The directories come from argv/PATH: read with the process's rights only.
+            in_ns = "/" + Path(meta).relative_to(ns_root).as_posix()
+            version = metadata_version(read_in_process(root, server, in_ns, 1 << 20))
             if version:
                 return version
     return None

@@ -10,6 +10,7 @@ boot, ``/proc/stat`` ``btime``).
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -216,3 +217,109 @@ def _listen_rows(text: str, inodes: set[str]) -> set[int]:
 def in_namespace(root: Path, pid: int, path: str) -> Path:
     """A path as the process sees it (its mount namespace), reached via ``proc/PID/root``."""
     return root / "proc" / str(pid) / "root" / path.lstrip("/")
+
+
+# --- reading files with a process's rights (issue 16 item 10) ------------------------------
+# The agent holds CAP_DAC_READ_SEARCH, so the kernel lets it open any file. A path named in
+# another user's argv (--config, --chat-template, a model directory) must not become a way
+# to read what that user could not: every such read walks the path component by component
+# with directory fds (no check-then-open race on the components), applies the owner/group/
+# other permission bits for the process's filesystem uid and groups from
+# /proc/<pid>/status, and follows symlinks inside the process's root. POSIX ACLs are not
+# modelled: an ACL that grants a reader beyond the mode bits is refused (the safe side).
+
+#: Symlinks followed in one path before giving up (Linux's own limit, path_resolution(7)).
+MAX_SYMLINKS = 40
+
+
+@dataclass(frozen=True)
+class Creds:
+    """A process's filesystem uid and all its group ids (``Gid`` fs field and ``Groups``)."""
+
+    uid: int
+    gids: frozenset[int]
+
+
+def read_creds(proc_dir: Path) -> Creds | None:
+    """``Uid``/``Gid`` (4th field: the filesystem id ``open()`` checks) and ``Groups`` from
+    ``<proc_dir>/status`` (proc(5)); None when unreadable or malformed."""
+    data = read_bytes(proc_dir / "status", 64 << 10)
+    if data is None:
+        return None
+    fields: dict[str, list[str]] = {}
+    for line in data.decode("ascii", "replace").splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.split()
+    try:
+        uid, gid = int(fields["Uid"][3]), int(fields["Gid"][3])
+        groups = {int(g) for g in fields.get("Groups", [])}
+    except (KeyError, IndexError, ValueError):
+        return None
+    return Creds(uid=uid, gids=frozenset(groups | {gid}))
+
+
+def permits(st: os.stat_result, creds: Creds, bit: int) -> bool:
+    """True when ``creds`` hold ``bit`` (4 read, 1 search) on a file with ``st``'s mode."""
+    if creds.uid == 0:
+        return True
+    if st.st_uid == creds.uid:
+        return bool((st.st_mode >> 6) & bit)
+    if st.st_gid in creds.gids:
+        return bool((st.st_mode >> 3) & bit)
+    return bool(st.st_mode & bit)
+
+
+def read_as(ns_root: Path, path: str, creds: Creds, limit: int = 1 << 20) -> bytes | None:
+    """Read the in-namespace absolute ``path`` under ``ns_root`` (``proc/PID/root``) only if
+    ``creds`` could: search permission on every directory walked, read permission on the
+    regular file reached. None otherwise (missing, denied, not a regular file, loop)."""
+    fd = _open_as(ns_root, path, creds)
+    if fd is None:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+
+
+def _open_as(ns_root: Path, path: str, creds: Creds) -> int | None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        stack = [os.open(ns_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    except OSError:
+        return None
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    hops = 0
+    try:
+        while parts:
+            name = parts.pop(0)
+            if name == "..":
+                if len(stack) > 1:
+                    os.close(stack.pop())
+                continue
+            if not permits(os.fstat(stack[-1]), creds, 1):
+                return None
+            st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                hops += 1
+                target = os.readlink(name, dir_fd=stack[-1])
+                if hops > MAX_SYMLINKS:
+                    return None
+                if target.startswith("/"):
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+                continue
+            fd = os.open(name, flags | (os.O_DIRECTORY if parts else os.O_NONBLOCK),
+                         dir_fd=stack[-1])
+            stack.append(fd)
+        final = os.fstat(stack[-1])
+        if len(stack) == 1 or not stat.S_ISREG(final.st_mode) or not permits(final, creds, 4):
+            return None
+        return stack.pop()
+    except OSError:
+        return None
+    finally:
+        for fd in stack:
+            os.close(fd)

@@ -76,7 +76,10 @@ class SlackTransport(Transport):
         blocks += self._findings_blocks(message)
         if message.url:
             blocks.append(_section(f"<{message.url}|Open in vLLM Fleet Audit>"))
-        return {"text": f"{message.severity.upper()}: {message.title}", "blocks": blocks[:50]}
+        # The fallback text is mrkdwn too (notifications, old clients): escape it like the
+        # blocks so a hostname cannot plant <!channel> or a <https://evil|link>.
+        return {"text": escape(f"{message.severity.upper()}: {message.title}"),
+                "blocks": blocks[:50]}
 
     def _findings_blocks(self, message: AlertMessage) -> list[dict[str, Any]]:
         refs = message.top_findings()

@@ -96,6 +96,12 @@ class ProcNode:
         environ = b"".join(f"{k}={v}".encode() + b"\0" for k, v in (env or {}).items())
         (d / "environ").write_bytes(environ)
         (d / "cgroup").write_text(cgroup)
+        # The agent reads files named in argv with the process's uid/gid from `status`
+        # (issue 16 item 10): the simulated processes are the simulator's own user.
+        uid, gid = os.getuid(), os.getgid()
+        (d / "status").write_text(f"Name:\t{comm}\nPid:\t{pid}\nPPid:\t{ppid}\n"
+                                  f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+                                  f"Gid:\t{gid}\t{gid}\t{gid}\t{gid}\nGroups:\t{gid}\n")
         os.symlink(exe or argv[0], d / "exe")
         os.symlink(cwd, d / "cwd")
         os.symlink(os.path.relpath(self.ns_dir(ns), d), d / "root")

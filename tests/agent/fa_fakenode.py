@@ -66,8 +66,10 @@ class FakeNode:
     def add_process(self, pid: int, ppid: int, argv: list[str], *, env: dict | None = None,
                     cwd: str = "/", exe: str | None = None, ns: str | None = None,
                     comm: str | None = None, start_ticks: int = 123456,
-                    listen: tuple[int, ...] = (), cgroup: str = "0::/init.scope\n") -> Path:
-        """Write ``proc/<pid>`` for one process."""
+                    listen: tuple[int, ...] = (), cgroup: str = "0::/init.scope\n",
+                    uid: int | None = None, gid: int | None = None) -> Path:
+        """Write ``proc/<pid>`` for one process (``status`` with ``uid``/``gid``, default:
+        the test's own, so files the test writes are the process's)."""
         d = self.root / "proc" / str(pid)
         d.mkdir(parents=True)
         (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
@@ -78,6 +80,11 @@ class FakeNode:
         environ = b"".join(f"{k}={v}".encode() + b"\0" for k, v in (env or {}).items())
         (d / "environ").write_bytes(environ)
         (d / "cgroup").write_text(cgroup)
+        uid = os.getuid() if uid is None else uid
+        gid = os.getgid() if gid is None else gid
+        (d / "status").write_text(f"Name:\t{comm}\nPid:\t{pid}\nPPid:\t{ppid}\n"
+                                  f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+                                  f"Gid:\t{gid}\t{gid}\t{gid}\t{gid}\nGroups:\t{gid}\n")
         os.symlink(exe or argv[0], d / "exe")
         os.symlink(cwd, d / "cwd")
         os.symlink(os.path.relpath(self.ns_dir(ns), d), d / "root")
@@ -106,11 +113,11 @@ class FakeNode:
                  listen: tuple[int, ...] = (8000,), cgroup: str = "0::/user.slice\n",
                  pid: int | None = None, forked_copy: bool = False,
                  engine_pid: int | None = None, worker_pids: list[int] | None = None,
-                 ) -> ServerPids:
+                 uid: int | None = None, gid: int | None = None) -> ServerPids:
         """A vLLM API server with its EngineCore, workers (TP>1) and helper processes."""
         spid = pid or self.new_pid()
         self.add_process(spid, 1, argv, env=env, cwd=cwd, exe=exe, ns=ns, listen=listen,
-                         cgroup=cgroup, start_ticks=200000 + spid)
+                         cgroup=cgroup, start_ticks=200000 + spid, uid=uid, gid=gid)
         pids = ServerPids(server=spid, engine=engine_pid or self.new_pid())
         worker_pids = list(worker_pids or [])
         tracker = self.new_pid()

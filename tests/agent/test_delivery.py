@@ -251,3 +251,44 @@ def test_spool_order_survives_a_clock_that_steps_back(tmp_path):
     future.write_bytes(gzip.compress(b"{}"))
     (new_id,) = _put(spool, 1)
     assert [e.report_id for e in spool.entries()] == [rid, new_id]
+
+
+
+def test_the_dashboard_client_ignores_proxy_environment_variables(monkeypatch):
+    """Issue 16 item 20: HTTP(S)_PROXY in the agent's environment must not reroute reports
+    (and the host token) through someone else's proxy."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from fleet_agent.deliver import make_client, post_report
+
+    seen: list[str] = []
+
+    class Dashboard(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.path)
+            self.send_response(202)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Dashboard)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with socket.socket() as closed:  # a proxy address nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    try:
+        with make_client() as client:
+            post_report(client, f"http://127.0.0.1:{server.server_address[1]}", "fat_x",
+                        gzip.compress(b"{}"))
+    finally:
+        server.shutdown()
+    assert seen == ["/api/v1/reports"]

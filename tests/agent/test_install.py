@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -12,12 +13,30 @@ import pytest
 from fleet_agent import installer
 
 WHEEL = "vllm_fleet_agent-0.1.0-py3-none-any.whl"
+WHEEL_BYTES = b"PK\x03\x04 the agent wheel as served"
+WHEEL_SHA256 = hashlib.sha256(WHEEL_BYTES).hexdigest()
 
 
-def _render(tmp_path: Path) -> Path:
+def _render(tmp_path: Path, sha256: str | None = WHEEL_SHA256) -> Path:
     script = tmp_path / "install.sh"
-    script.write_text(installer.render_install_script("https://fleet.example.com/", WHEEL))
+    script.write_text(installer.render_install_script("https://fleet.example.com/", WHEEL,
+                                                      sha256))
     return script
+
+
+def _fake_curl(tmp_path: Path, served: bytes) -> Path:
+    """A ``curl`` on PATH that logs its arguments and writes ``served`` to ``-o <file>``."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (tmp_path / "served.bin").write_bytes(served)
+    curl = bindir / "curl"
+    curl.write_text("#!/bin/sh\n"
+                    f'echo "$@" >> "{tmp_path}/curl.log"\n'
+                    'while [ $# -gt 0 ]; do\n'
+                    f'  if [ "$1" = -o ]; then cp "{tmp_path}/served.bin" "$2"; fi\n'
+                    '  shift\ndone\n')
+    curl.chmod(0o755)
+    return bindir
 
 
 @pytest.mark.parametrize("shell", ["sh", "dash", "bash"])
@@ -28,19 +47,22 @@ def test_the_script_parses_as_posix_sh(shell: str, tmp_path: Path) -> None:
 
 
 def _dry_run(tmp_path: Path, *args: str, secret: str | None = "s3cret-value",  # noqa: S107 - test value
+             served: bytes = WHEEL_BYTES, sha256: str | None = WHEEL_SHA256,
              ) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ["PATH"], "PREFIX": str(tmp_path / "root"), "DRY_RUN": "1"}
+    path = f"{_fake_curl(tmp_path, served)}:{os.environ['PATH']}"
+    env = {"PATH": path, "PREFIX": str(tmp_path / "root"), "DRY_RUN": "1"}
     if secret:
         env["FLEET_ENROLL_SECRET"] = secret
-    return subprocess.run(["sh", str(_render(tmp_path)), *args], env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(["sh", str(_render(tmp_path, sha256)), *args], env=env,
+                          capture_output=True, text=True, timeout=60)
 
 
 def test_a_dry_run_installs_the_wheel_from_the_dashboard_and_writes_the_unit(tmp_path):
     out = _dry_run(tmp_path)
     assert out.returncode == 0, out.stderr
-    assert ("+ curl -fsSL -o" in out.stdout
-            and f"https://fleet.example.com/agent/dist/{WHEEL}" in out.stdout)
+    assert f"https://fleet.example.com/agent/dist/{WHEEL}" in (tmp_path / "curl.log").read_text()
+    assert "wheel sha256 verified" in out.stderr
+    assert "/opt/fleet-agent/bin/pip install --quiet --upgrade" in out.stdout
     assert "+ /opt/fleet-agent/bin/fleet-agent enroll --server https://fleet.example.com" \
         in out.stdout
     assert "+ systemctl enable --now fleet-agent.service" in out.stdout
@@ -112,3 +134,22 @@ def test_the_one_liner_passes_the_secret_in_a_private_file_not_in_argv():
                     "curl -fsSL https://fleet.example.com/agent/install.sh | "
                     'sudo FLEET_ENROLL_SECRET_FILE="$PWD/fleet-enroll.secret" sh; '
                     "rm -f fleet-enroll.secret")
+
+
+def test_a_wheel_that_does_not_match_the_embedded_sha256_is_not_installed(tmp_path):
+    out = _dry_run(tmp_path, served=WHEEL_BYTES + b" tampered")
+    assert out.returncode == 1
+    assert "sha256 mismatch" in out.stderr and "not installing" in out.stderr
+    assert "pip install" not in out.stdout and "enroll" not in out.stdout
+
+
+def test_a_script_without_a_wheel_digest_refuses_to_install(tmp_path):
+    out = _dry_run(tmp_path, sha256=None)
+    assert out.returncode == 1 and "sha256" in out.stderr
+    assert "pip install" not in out.stdout
+
+
+@pytest.mark.parametrize("digest", ["A" * 64, "0" * 63, "$(reboot)" + "0" * 55])
+def test_rendering_rejects_a_malformed_digest(digest):
+    with pytest.raises(ValueError):
+        installer.render_install_script("https://fleet.example.com", WHEEL, digest)

@@ -64,3 +64,25 @@ def test_an_admin_gets_a_one_liner_with_a_fresh_secret_and_a_viewer_does_not(
     secret = page.split("printf '%s\\n' '")[1].split("'")[0]
     assert EnrollmentSecret.match(secret).name == "rack 12"
     assert "/agent/install.sh | sudo" in response.content.decode()
+
+
+def test_the_served_script_embeds_the_sha256_of_the_served_wheel(client, settings, tmp_path):
+    """Issue 16 item 12: the installer checks the wheel against this digest."""
+    import hashlib
+    import re
+
+    settings.VAR_DIR = tmp_path
+    script = client.get("/agent/install.sh").content.decode()
+    wheel = b"".join(client.get(f"/agent/dist/{wheel_name()}").streaming_content)
+    [embedded] = re.findall(r'^WHEEL_SHA256="([0-9a-f]{64})"$', script, re.M)
+    assert embedded == hashlib.sha256(wheel).hexdigest()
+    assert "__AGENT_WHEEL_SHA256__" not in script
+
+
+def test_the_image_builds_the_agent_wheel_before_dropping_root():
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text().splitlines()
+    build = next(i for i, line in enumerate(lines)
+                 if line.startswith("RUN") and "build_agent_wheel" in line)
+    assert build < next(i for i, line in enumerate(lines) if line.startswith("USER"))

@@ -42,3 +42,25 @@ def test_env_example_lists_exactly_the_variables_the_settings_read():
     lines = (ROOT / ".env.example").read_text().splitlines()
     listed = {line.split("=", 1)[0] for line in lines if line and not line.startswith("#")}
     assert listed == set(settings.ENV_VARS_READ)
+
+
+def test_only_the_buffering_tls_proxy_is_published_and_it_has_body_read_timeouts():
+    """Issue 16 item 8: a slow body must meet the proxy, never a gunicorn sync worker."""
+    services = compose()["services"]
+    published = {name for name, service in services.items() if service.get("ports")
+                 and name not in ("db", "redis")}
+    assert published == {"proxy"}
+    for name in ("db", "redis"):  # only on loopback, for `make test`
+        assert all(str(p).startswith("127.0.0.1:") for p in services[name]["ports"]), name
+    assert "443:443" in services["proxy"]["ports"]
+    assert services["web"]["environment"]["BEHIND_PROXY"] == "true"
+    assert services["web"]["environment"]["SITE_URL"].split(":-", 1)[1].startswith("https://")
+    mounts = [v.split(":")[0] for v in services["proxy"]["volumes"]]
+    caddyfile = (ROOT / mounts[mounts.index("./deploy/Caddyfile")]).read_text()
+    directives = {line.split()[0]: line.split()[1:] for line in caddyfile.splitlines()
+                  if line.strip() and not line.strip().startswith("#")}
+    assert directives["read_body"] and directives["read_header"]
+    assert directives["request_buffers"] == ["unlimited"]  # whole body before a worker
+    assert directives["max_size"] == ["8MB"]
+    assert directives["reverse_proxy"][0] == "web:8000"
+    assert "header_up X-Real-IP {remote_host}" in caddyfile  # read by the login throttle

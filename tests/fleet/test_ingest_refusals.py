@@ -196,3 +196,25 @@ def test_it_refuses_a_nul_character_that_postgresql_cannot_store(post_report, ma
     body = assert_refused(post_report(make_report(server={"argv": ["vllm", "a\x00b"]}),
                                       token=token), 422)
     assert body["details"][0]["path"] == "$"
+
+
+def test_it_rejects_a_gzip_body_with_trailing_garbage(make_report, enrolled):
+    _, token = enrolled()
+    data = gzip.compress(json.dumps(make_report()).encode())
+    body = assert_refused(_post_raw_gzip(data + b"\x00trailing-garbage", token), 400)
+    assert "after the end of the gzip stream" in body["error"]
+    # A second gzip member is no more the agent's format than garbage is.
+    assert_refused(_post_raw_gzip(data + gzip.compress(b"{}"), token), 400)
+
+
+def test_a_chunked_upload_without_content_length_gets_411(make_report, enrolled):
+    """What gunicorn hands Django for ``Transfer-Encoding: chunked``: no CONTENT_LENGTH."""
+    from django.test import Client
+
+    _, token = enrolled()
+    data = json.dumps(make_report()).encode()
+    answer = Client().post("/api/v1/reports", data, content_type="application/json",
+                           headers={"Authorization": f"Bearer {token}"},
+                           CONTENT_LENGTH="", HTTP_TRANSFER_ENCODING="chunked")
+    body = assert_refused(answer, 411)
+    assert "Content-Length required" in body["error"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -44,7 +46,12 @@ def test_the_host_page_shows_each_servers_command_with_a_copy_button(signed_in, 
     body = response.content.decode()
     assert response.status_code == 200
     assert "vllm serve cyankiwi/gemma-4-31B-it-AWQ-4bit" in body
-    assert "data-copy-target" in body and "navigator.clipboard" in body
+    # The copy behaviour lives in static/js/ui.js (the CSP forbids inline scripts).
+    assert "data-copy-target" in body and "/static/js/ui.js" in body
+    from django.contrib.staticfiles import finders
+
+    script = Path(finders.find("js/ui.js")).read_text()
+    assert "data-copy-target" in script and "navigator.clipboard" in script
     assert "--max-num-seqs" in body and "2 x TP=1" in body
 
 
