@@ -1,0 +1,145 @@
+"""Failed starts through ingest and evaluation (issue 20): a server that stops coming back
+after an upgrade shows as down with the error line that killed it, the matching rule fires as
+"server down", a crash loop is a finding of its own (once per loop), and both resolve when the
+server runs again."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from audit import evaluation
+from audit.crashloop import CRASH_LOOP_RULE_ID, restarts_in_window
+from audit.models import Finding, FindingEvent
+from fleet.models import Server
+from tests.conftest import iso
+
+pytestmark = pytest.mark.django_db
+
+DATA = json.loads((Path(__file__).parents[1] / "data" / "failed_start_lines.json").read_text())
+KV = next(r for r in DATA["lines"] if r["rule_id"] == "up-max-model-len-default-exceeds-kv")
+START = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+ARGV = ["vllm", "serve", "google/gemma-4-31B-it", "--max-model-len", "65536"]
+
+
+def failed(restarts: int, *, line: str = KV["line"], minutes: int = 0,
+           source: str = "systemd") -> dict:
+    return {"source": source, "unit_or_container": "vllm-gemma.service", "argv": ARGV,
+            "restart_count": restarts if source != "process" else None, "exit_code": 1,
+            "last_exit_at": iso(START + timedelta(minutes=minutes, seconds=-5)),
+            "state": "activating/auto-restart",
+            "lines": ["Traceback (most recent call last):", line]}
+
+
+@pytest.fixture
+def send(enrolled, post_report, make_report):
+    """POST and evaluate a report at ``minutes``; ``running`` False sends no server."""
+    _, token = enrolled()
+
+    def post(minutes: int, running: bool = True, failed_starts: list | None = None,
+             **server) -> str:
+        body = make_report(server=server, collected_at=iso(START + timedelta(minutes=minutes)),
+                           failed_starts=failed_starts or [])
+        if not running:
+            body["servers"] = []
+        response = post_report(body, token)
+        assert response.status_code == 202, response.content
+        evaluation.evaluate_report(body["report_id"])
+        return body["report_id"]
+    return post
+
+
+def _upgrade_that_fails(send) -> None:
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1")
+    send(1, vllm_version="0.25.1", installed_vllm_version="0.30.0")  # pending upgrade
+    send(2, running=False, failed_starts=[failed(1, minutes=2)])
+    send(3, running=False, failed_starts=[failed(4, minutes=3)])
+
+
+def test_a_failed_upgrade_shows_the_server_down_with_the_line_and_the_fix(send):
+    _upgrade_that_fails(send)
+
+    server = Server.objects.get(identity="port:8000")
+    assert not server.is_running
+    assert server.failed_start["entry"]["lines"][-1] == KV["line"]
+    down = Finding.objects.active().get(rule_id=KV["rule_id"])
+    assert down.title.startswith("Server down: ")
+    assert down.severity == "critical"  # crash-looping
+    assert down.evidence["matched_line"] == KV["line"]
+    assert "max-model-len" in down.remediation or "max_model_len" in down.remediation
+    loop = Finding.objects.active().get(rule_id=CRASH_LOOP_RULE_ID)
+    assert loop.title.startswith("Risky upgrade did not come back")
+    assert "0.25.1" in loop.message and "0.30.0" in loop.message
+    assert KV["line"][:80] in loop.message
+    assert loop.evidence["restarts_in_window"] >= 3
+
+
+def test_one_crash_loop_is_one_opened_event(send):
+    _upgrade_that_fails(send)
+    send(4, running=False, failed_starts=[failed(6, minutes=4)])
+    send(5, running=False, failed_starts=[failed(9, minutes=5)])
+
+    loop = Finding.objects.get(rule_id=CRASH_LOOP_RULE_ID)
+    assert FindingEvent.objects.filter(finding=loop, kind="opened").count() == 1
+
+
+def test_a_crash_loop_with_no_matching_rule_is_still_a_finding(send):
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1")
+    odd = "RuntimeError: something nobody has seen before"
+    send(1, running=False, failed_starts=[failed(5, line=odd, minutes=1)])
+
+    loop = Finding.objects.active().get(rule_id=CRASH_LOOP_RULE_ID)
+    assert odd in loop.message and loop.title.startswith("Crash loop")
+    assert loop.evidence["matched_rules"] == []
+    assert Finding.objects.active().filter(evidence__failed_start=True).count() == 1
+
+
+def test_a_single_failed_start_is_not_a_loop(send):
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1")
+    send(1, running=False, failed_starts=[failed(1, minutes=1)])
+
+    assert Finding.objects.active().filter(rule_id=KV["rule_id"]).get().severity == "high"
+    assert not Finding.objects.active().filter(rule_id=CRASH_LOOP_RULE_ID).exists()
+
+
+def test_running_again_resolves_the_failed_start_findings(send):
+    _upgrade_that_fails(send)
+    send(4, pid=999, vllm_version="0.30.0", installed_vllm_version="0.30.0",
+         started_at=iso(START + timedelta(minutes=4)))
+
+    assert not Finding.objects.active().filter(evidence__failed_start=True).exists()
+    resolved = FindingEvent.objects.filter(kind="resolved", rule_id=CRASH_LOOP_RULE_ID)
+    assert resolved.count() == 1
+    assert Server.objects.get(identity="port:8000").failed_start is None
+
+
+def test_a_unit_stopped_by_the_operator_resolves(send):
+    _upgrade_that_fails(send)
+    send(4, running=False)
+    assert not Finding.objects.active().filter(evidence__failed_start=True).exists()
+
+
+def test_a_failed_start_for_a_new_slot_creates_a_down_server(send):
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1")
+    entry = {**failed(2, minutes=1), "argv": ARGV + ["--port", "8011"]}
+    send(1, failed_starts=[entry])
+
+    new = Server.objects.get(identity="port:8011")
+    assert not new.is_running and new.failed_start["entry"]["restart_count"] == 2
+    assert Server.objects.get(identity="port:8000").is_running
+
+
+def test_restarts_in_window_counts_only_the_window():
+    now = START + timedelta(minutes=30)
+    state = {"observations": [[iso(START), 10], [iso(START + timedelta(minutes=25)), 11],
+                              [iso(now), 14]],
+             "entry": {"last_exit_at": iso(now)}}
+    assert restarts_in_window(state, now, 600) == 4  # 14 - the 10 seen before the window
+    old = {"observations": [[iso(now), 50]],
+           "entry": {"last_exit_at": iso(now - timedelta(hours=2))}}
+    assert restarts_in_window(old, now, 600) == 0
+    fresh = {"observations": [[iso(now), 5]], "entry": {"last_exit_at": iso(now)}}
+    assert restarts_in_window(fresh, now, 600) == 5
