@@ -26,6 +26,7 @@ from fleet import views_charts as charts
 from fleet.access import can
 from fleet.models import ChangeEvent, Host, MetricSample, Report, Server
 from fleet.recording import server_identity
+from fleet.views_failed import failed_start_block
 from fleet.views_overview import DEFAULT_INTERVAL_S, host_status
 from fleet_agent.schema import ServerInfo
 
@@ -142,7 +143,7 @@ def _server_block(server: Server, report: Report | None, findings: list[Finding]
         "events": events, "baseline": baseline,
         "recommendation": recommendation_for(entry, report),
         "charts": charts.server_charts(server.pk, series, missing, baseline, spec),
-        "missing": missing,
+        "missing": missing, "failed": failed_start_block(server, report, findings),
     }
 
 

@@ -143,3 +143,28 @@ def test_restarts_in_window_counts_only_the_window():
     assert restarts_in_window(old, now, 600) == 0
     fresh = {"observations": [[iso(now), 5]], "entry": {"last_exit_at": iso(now)}}
     assert restarts_in_window(fresh, now, 600) == 5
+
+
+def test_the_host_page_shows_the_failed_start_with_cause_fix_and_command(
+        send, client, django_user_model):
+    from fleet.access import set_role
+
+    _upgrade_that_fails(send)
+    hostile = "RuntimeError: <script>alert(1)</script>"
+    send(4, running=False, failed_starts=[{**failed(6, minutes=4),
+                                           "lines": [hostile, KV["line"]]}])
+    user = django_user_model.objects.create_user("viewer-1")
+    set_role(user, "viewer")
+    client.force_login(user)
+    server = Server.objects.get(identity="port:8000")
+    page = client.get(f"/hosts/{server.host.code}/").content.decode()
+
+    block = page.split(f'id="failed-start-{server.pk}"', 1)[1].split("</section>", 1)[0]
+    assert "down: failed start" in page
+    assert "vllm-gemma.service" in block and "crash loop" in block
+    assert "6 restarts in all" in block
+    assert "stored in KV cache (3664)" in block  # the line that killed it
+    assert "Server down: " in block and "Fix:" in block
+    assert "&lt;script&gt;" in block and "<script>alert" not in page
+    assert "Recommended command for the installed release (0.30.0" in block
+    assert "vllm serve" in block.split("Recommended command", 1)[1]
