@@ -28,6 +28,8 @@ class Agent:
     gpu_source: str
     #: Servers of the previous cycle ("a vLLM process died since"), kept across cycles.
     memory: failed_starts.ProcessMemory = field(default_factory=failed_starts.ProcessMemory)
+    #: Failed-start sources to read instead of this machine's (the simulator's fake systemd).
+    sources: failed_starts.Sources | None = None
 
     def state(self) -> StateFile:
         """The state file next to the spool."""
@@ -50,6 +52,8 @@ class Agent:
     def failed_start_sources(self) -> failed_starts.Sources | None:
         """systemd and the Docker/Podman sockets of this node; none when the agent reads a
         recorded filesystem (``--root`` other than ``/``): they would describe this machine."""
+        if self.sources is not None:
+            return self.sources
         return failed_starts.Sources() if self.root == Path("/") else None
 
     def cycle(self, deliverer: deliver.Deliverer | None) -> dict[str, Any]:
