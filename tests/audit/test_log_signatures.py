@@ -82,3 +82,23 @@ def test_bad_signatures_refused_at_load(tmp_path: Path, value: Any, problem: str
         _load(tmp_path, log_signatures=value)
     assert "test-sig" in str(raised.value) and "log_signatures" in str(raised.value)
     assert problem in str(raised.value)
+
+
+def test_audit_snapshot_explains_a_failed_start_offline(tmp_path: Path) -> None:
+    """A support engineer runs audit_snapshot on `fleet-agent collect --print` output of a
+    node whose server does not come back: the text names the rule, the line and the fix."""
+    from audit.kb import snapshot
+
+    sample = sorted((Path(__file__).parents[2] / "fleet" / "fixtures").glob("*.json"))[0]
+    report = json.loads(sample.read_text())
+    row = DATA["lines"][0]
+    report["failed_starts"] = [{"source": "docker", "unit_or_container": "vllm-qwen",
+                                "argv": ["vllm", "serve", "m"], "restart_count": 9,
+                                "lines": ["Traceback (most recent call last):", row["line"]]}]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    result = snapshot.evaluate_files([path], kb=KB)
+    [failed] = result["reports"][0]["failed_starts"]
+    assert [m["rule_id"] for m in failed["matched"]] == [row["rule_id"]]
+    text = snapshot.render_text(result)
+    assert f"[DOWN] {row['rule_id']}" in text and row["line"] in text and "fix: " in text
