@@ -174,6 +174,9 @@ def failed_start_identity(entry: FailedStart) -> str:
     return _identity_from_argv(entry.argv)
 
 
+#: A report may add slots for failed starts only while the host has fewer servers than this:
+#: a hostile agent inventing a new port every cycle must not grow the table without bound.
+MAX_SLOTS_PER_HOST = 64
 #: Observations of a failed start kept per slot (one per report; a day of 30 s reports is
 #: more than any crash-loop window needs).
 MAX_FAILED_START_OBSERVATIONS = 120
@@ -191,6 +194,8 @@ def _record_failed_starts(host: Host, wire: WireReport, report: Report) -> None:
             continue
         server = Server.objects.filter(host=host, identity=identity).first()
         if server is None:
+            if host.servers.count() >= MAX_SLOTS_PER_HOST:
+                continue
             server = Server.objects.create(
                 host=host, identity=identity, pid=0, argv=entry.argv, is_running=False,
                 first_seen=wire.collected_at, last_seen=wire.collected_at,

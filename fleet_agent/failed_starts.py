@@ -4,15 +4,15 @@ Three sources, each optional and never fatal (what cannot be read becomes an ``e
 
 * **systemd**: ``systemctl list-units --type=service --all`` then ``systemctl show`` of every
   unit whose ``ExecStart`` launches a vLLM API server (:func:`discovery.server_args_start`);
-  a unit counts as a failed start when it is not ``active/running`` and it restarted
-  (``NRestarts``), exited non-zero (``ExecMainStatus``) or is ``failed``. Its error lines come
-  from ``journalctl -u UNIT -o json -n N --no-pager``.
+  a unit counts as a failed start when it is not ``active/running`` and it is ``failed``,
+  waiting to restart (``auto-restart``) or its last run did not end in ``Result=success``.
+  Its error lines come from ``journalctl -u UNIT -o json -n N --no-pager``.
 * **Docker / Podman**: the Engine API over the unix socket (``/var/run/docker.sock``, Podman's
   Docker-compatible ``/run/podman/podman.sock``) with httpx's UDS transport:
   ``GET /containers/json?all=1``, ``GET /containers/{id}/json`` (``RestartCount``,
   ``State.ExitCode``, ``State.FinishedAt``) and ``GET /containers/{id}/logs?tail=N``.
-  A container counts when its image or command names vLLM and it is not running with
-  ``RestartCount > 0``, a non-zero exit code, or ``restarting``.
+  A container counts when its image or command names vLLM and it is ``restarting``, was
+  OOM-killed, or exited with a code other than a stop's (0, 130, 137, 143).
 * **process**: a vLLM API server seen in the previous cycle whose process is gone now and whose
   slot (same argv) has no running server (:class:`ProcessMemory`, kept by the agent loop).
 
@@ -74,6 +74,9 @@ REQUEST_LINE = re.compile(
     r"Added request|Finished request|Aborted request", re.IGNORECASE)
 #: ``'api_key': 'value'`` as Python prints a dict (vLLM logs its non-default args so).
 _PY_DICT_PAIR = re.compile(r"'(?P<name>[^'\\]{1,128})'\s*:\s*'(?P<value>(?:[^'\\]|\\.)*)'")
+#: Container exit codes of a stop, not a failure: 0, and SIGINT/SIGKILL/SIGTERM as 128+N
+#: (``docker stop`` sends SIGTERM, then SIGKILL after its timeout).
+_STOPPED_EXIT_CODES = (0, 130, 137, 143, None)
 #: Words in an image reference or command that mark a vLLM container.
 _VLLM_WORD = re.compile(r"vllm", re.IGNORECASE)
 
@@ -237,11 +240,15 @@ def systemd_failed(src: Sources, found: set[str]) -> list[dict[str, Any]]:
 
 
 def _unit_failed(unit: dict[str, str]) -> bool:
+    """Not running, and the last run ended badly: ``failed``, waiting to restart
+    (``auto-restart``), or a ``Result`` other than ``success`` (``exit-code``, ``signal``,
+    ``core-dump``, ``oom-kill``, ``start-limit-hit``...). A unit the operator stopped ends
+    with ``Result=success`` whatever its exit status (SIGTERM), so it is not reported."""
     if unit.get("ActiveState") == "active" and unit.get("SubState") == "running":
         return False
-    status = unit.get("ExecMainStatus", "0")
-    return (unit.get("ActiveState") == "failed" or unit.get("SubState") == "auto-restart"
-            or _int(unit.get("NRestarts")) or status not in ("", "0"))
+    if unit.get("ActiveState") == "failed" or unit.get("SubState") == "auto-restart":
+        return True
+    return unit.get("Result", "success") not in ("", "success")
 
 
 def _int(value: Any) -> int:
@@ -315,7 +322,8 @@ def _container_entry(client: httpx.Client, source: str, cid: str,
     config = info.get("Config") or {}
     restarts, exit_code = _int(info.get("RestartCount")), state.get("ExitCode")
     status = str(state.get("Status", ""))
-    if status == "running" or not (restarts or exit_code or status == "restarting"):
+    if status == "running" or not (status == "restarting" or state.get("OOMKilled")
+                                   or exit_code not in _STOPPED_EXIT_CODES):
         return None
     argv = [str(w) for w in (config.get("Entrypoint") or []) + (config.get("Cmd") or [])]
     errors, lines = [], []

@@ -68,6 +68,7 @@ def fake_systemd(tmp_path: Path) -> fs.Sources:
 import sys
 if sys.argv[1] == "list-units":
     print("vllm-gemma.service loaded activating auto-restart vLLM Gemma")
+    print("vllm-stopped.service loaded inactive dead stopped by the operator")
     print("nginx.service loaded failed failed nginx")
 elif sys.argv[1] == "show":
     assert "vllm-gemma.service" in sys.argv and "nginx.service" in sys.argv, sys.argv
@@ -89,7 +90,7 @@ def test_systemd_unit_crash_loop_reported_with_error_lines(fake_systemd: fs.Sour
     found: set[str] = set()
     entries, notes = fs.collect_failed_starts(fake_systemd, None, [], found)
     assert notes == []
-    assert len(entries) == 1, "nginx is not a vLLM unit"
+    assert len(entries) == 1, "nginx is not a vLLM unit; vllm-stopped was stopped cleanly"
     entry = entries[0]
     assert entry["source"] == "systemd" and entry["unit_or_container"] == "vllm-gemma.service"
     assert entry["restart_count"] == 7 and entry["exit_code"] == 1
@@ -213,6 +214,8 @@ def fake_docker(tmp_path: Path):
                                  "restarting", 12, 1),
             "b" * 64: _container("vllm/vllm-openai:v0.29.0", ["m", "--port", "8003"],
                                  "running", 0, 0),
+            "d" * 64: _container("vllm/vllm-openai:v0.28.0", ["m", "--port", "8004"],
+                                 "exited", 3, 143),  # docker stop: not a failed start
             "c" * 64: {**_container("redis:7", ["redis-server"], "exited", 4, 1),
                        "Config": {"Image": "redis:7", "Cmd": ["redis-server"]}},
         },
