@@ -168,3 +168,26 @@ def test_the_host_page_shows_the_failed_start_with_cause_fix_and_command(
     assert "&lt;script&gt;" in block and "<script>alert" not in page
     assert "Recommended command for the installed release (0.30.0" in block
     assert "vllm serve" in block.split("Recommended command", 1)[1]
+
+
+def test_oversized_or_malformed_failed_starts_are_refused_with_the_field_path(
+        enrolled, post_report, make_report):
+    _, token = enrolled()
+    too_many_lines = {**failed(1), "lines": ["ERROR x"] * 101}
+    bad_source = {**failed(1), "source": "cron"}
+    for entry, path in ((too_many_lines, "failed_starts[0].lines"),
+                        (bad_source, "failed_starts[0].source")):
+        response = post_report(make_report(failed_starts=[entry]), token)
+        assert response.status_code in (400, 422), response.content
+        assert path in response.content.decode()
+
+
+def test_a_report_cannot_grow_the_slots_of_a_host_without_bound(send):
+    from fleet.recording import MAX_SLOTS_PER_HOST
+
+    send(0)
+    host = Server.objects.get().host
+    Server.objects.bulk_create([Server(host=host, identity=f"port:{9000 + i}", pid=1)
+                                for i in range(MAX_SLOTS_PER_HOST - 1)])
+    send(1, failed_starts=[{**failed(2, minutes=1), "argv": ARGV + ["--port", "7777"]}])
+    assert not Server.objects.filter(identity="port:7777").exists()
