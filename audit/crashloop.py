@@ -72,17 +72,21 @@ def evaluate_failed_starts(kb: Any, host: Host, report: Report) -> list[Any]:
 
     outcomes = []
     report_id = str(report.report_id)
+    initial = None  # the host's first report: its findings pre-exist (alerts skip them)
     for server in host.servers.filter(failed_start__isnull=False):
         state = server.failed_start or {}
         if state.get("report_id") != report_id:
             _maybe_over(server, state, report)
             continue
         outcome = ServerOutcome(server.pk, ["failed_start"])
+        if initial is None:
+            initial = not Report.objects.filter(
+                host=host, collected_at__lt=report.collected_at).exists()
         fired = _results(kb, server, state, report.collected_at)
         active = {f.rule_id: f for f in server.findings.active()}
         for result in fired:
             _upsert(server, report, result, active.get(result.rule_id), kb.version,
-                    False, outcome)
+                    initial, outcome)
         _resolve(server, {r.rule_id for r in fired}, report, outcome)
         outcomes.append(outcome)
     return outcomes
