@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shlex
 import struct
@@ -386,8 +387,9 @@ def collect_failed_starts(src: Sources | None, memory: ProcessMemory | None,
     for source, path in src.docker_sockets if src is not None else ():
         try:
             entries += container_failed(source, path, found)
-        except httpx.ConnectError:
-            continue  # no such socket, or no daemon behind it
+        except httpx.ConnectError as exc:
+            if os.path.exists(path):  # a daemon we may not talk to (docker group missing)
+                notes.append(f"{source}: cannot connect to {path}: {exc}"[:300])
         except (httpx.HTTPError, ValueError, OSError) as exc:
             notes.append(f"{source}: {exc}"[:300])
     if memory is not None:

@@ -275,3 +275,11 @@ def test_vanished_process_and_report_contract(node) -> None:
     body = second.model_dump_json()
     assert SECRET not in body
     assert Report.model_validate_json(body).failed_starts[0].argv == gone.argv
+
+
+def test_a_socket_that_refuses_is_noted(tmp_path: Path) -> None:
+    stale = tmp_path / "docker.sock"
+    stale.write_text("")  # exists, nothing listens: e.g. no permission or a dead daemon
+    src = fs.Sources(systemd=False, docker_sockets=(("docker", str(stale)),))
+    entries, notes = fs.collect_failed_starts(src, None, [], set())
+    assert entries == [] and notes and notes[0].startswith("docker: cannot connect")
