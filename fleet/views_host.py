@@ -188,7 +188,17 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
         "servers": blocks, "host_events": events.get(None, []), "window": window,
         "windows": list(charts.WINDOWS), "host_charts": host_charts, "chart_data": chart_data,
         "can_operate": can(request.user, "acknowledge"), "rec_template": _rec_template(),
+        "failed_start_errors": _failed_start_errors(host, reports),
     })
+
+
+def _failed_start_errors(host: Host, reports: dict[int, Report]) -> list[str]:
+    """Failed-start sources the newest report could not read (issue 20)."""
+    newest = max(reports.values(), key=lambda r: r.collected_at, default=None)
+    if newest is None or newest.collected_at != host.last_collected_at:
+        newest = Report.objects.filter(host=host).order_by("-collected_at").first()
+    errors = (newest.raw.get("failed_start_errors") if newest else None) or []
+    return [str(e)[:300] for e in errors if isinstance(e, str)][:5]
 
 
 def _rec_template() -> str | None:

@@ -191,3 +191,17 @@ def test_a_report_cannot_grow_the_slots_of_a_host_without_bound(send):
                                 for i in range(MAX_SLOTS_PER_HOST - 1)])
     send(1, failed_starts=[{**failed(2, minutes=1), "argv": ARGV + ["--port", "7777"]}])
     assert not Server.objects.filter(identity="port:7777").exists()
+
+
+def test_the_host_page_says_which_failed_start_source_was_unreadable(
+        enrolled, post_report, make_report, client, django_user_model):
+    from fleet.access import set_role
+
+    host, token = enrolled()
+    body = make_report(failed_start_errors=["docker: cannot connect to /var/run/docker.sock"])
+    assert post_report(body, token).status_code == 202
+    user = django_user_model.objects.create_user("viewer-2")
+    set_role(user, "viewer")
+    client.force_login(user)
+    page = client.get(f"/hosts/{host.code}/").content.decode()
+    assert "not readable: docker: cannot connect to /var/run/docker.sock" in page
