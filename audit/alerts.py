@@ -34,6 +34,7 @@ from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from audit.crashloop import CRASH_LOOP_RULE_ID
 from audit.models import (
     SEVERITY_ORDER,
     AlertChannel,
@@ -160,6 +161,8 @@ def _finding_route(event: FindingEvent, rules: dict[str, Rule | None]) -> Routed
 def _opened_trigger(finding: Finding, rules: dict[str, Rule | None]) -> str:
     """Metric rules (kind ``metric``, or any rule on the ``metrics`` cadence, such as the
     KV-cache ceiling) raise live-metric alarms; everything else is a new finding."""
+    if finding.rule_id == CRASH_LOOP_RULE_ID:
+        return Trigger.RISKY_UPGRADE  # a server that does not come back (issue 20)
     rule = rules.get(finding.rule_id)
     live = finding.kind == "metric" or (rule is not None and rule.cadence == "metrics")
     return Trigger.METRIC_ALARM if live else Trigger.NEW_FINDING

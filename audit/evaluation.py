@@ -121,6 +121,9 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
         if server is None:
             continue
         outcomes.append(_evaluate_server(kb, server, report, index, contexts, previous))
+    from audit.crashloop import evaluate_failed_starts  # imports this module's _upsert
+
+    outcomes.extend(evaluate_failed_starts(kb, host, report))
     return outcomes
 
 

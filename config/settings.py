@@ -256,6 +256,9 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fleet-audit@localhost")
 AUDIT_RULES_DIR = env_str("AUDIT_RULES_DIR")
 #: Metric rules run at most this often per server (issue 4: every 5 minutes).
 AUDIT_METRICS_INTERVAL_S = env_int("AUDIT_METRICS_INTERVAL_S", 300, minimum=0)
+#: A slot that restarted this many times within the window is a crash loop (issue 20).
+AUDIT_CRASH_LOOP_RESTARTS = env_int("AUDIT_CRASH_LOOP_RESTARTS", 3, minimum=1)
+AUDIT_CRASH_LOOP_WINDOW_S = env_int("AUDIT_CRASH_LOOP_WINDOW_S", 600, minimum=60)
 
 LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
 if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):

@@ -310,6 +310,10 @@ class Server(models.Model):
     #: (``audit.kb.metrics.MetricSnapshot.to_json``), for per-interval deltas.
     last_metrics_snapshot = models.JSONField(null=True, blank=True)
     last_metrics_at = models.DateTimeField(null=True, blank=True)
+    #: The slot's current failed start (issue 20), None while it runs or was never seen failing:
+    #: ``{"entry": <wire FailedStart>, "first_seen", "last_seen": ISO time, "report_id",
+    #: "observations": [[ISO time, cumulative restarts], ...]}`` (fleet.recording).
+    failed_start = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["host", "identity"],

@@ -18,8 +18,8 @@ from django.db import IntegrityError, transaction
 
 from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server, future_cutoff
 from fleet.samples import record_sample
+from fleet_agent.schema import FailedStart, ServerInfo
 from fleet_agent.schema import Report as WireReport
-from fleet_agent.schema import ServerInfo
 
 #: vLLM's default API port when neither base_url nor --port says otherwise.
 DEFAULT_VLLM_PORT = 8000
@@ -85,6 +85,7 @@ def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Re
     _update_host(host, wire)
     _record_gpus(host, wire, report)
     _record_servers(host, wire, report)
+    _record_failed_starts(host, wire, report)
     if first_report:
         report.mark_keep("first report")
     if report.keep:
@@ -182,6 +183,55 @@ def _record_servers(host: Host, wire: WireReport, report: Report) -> None:
     for server in gone:
         _event(server, report, ChangeEvent.Kind.SERVER_STOPPED, wire, str(server.pid), "")
     gone.update(is_running=False)
+
+
+def failed_start_identity(entry: FailedStart) -> str:
+    """The slot a failed start belongs to: ``--port``/``--uds`` of its argv (vLLM's default
+    port when neither is given), as for a running server without a base_url."""
+    return _identity_from_argv(entry.argv)
+
+
+#: A report may add slots for failed starts only while the host has fewer servers than this:
+#: a hostile agent inventing a new port every cycle must not grow the table without bound.
+MAX_SLOTS_PER_HOST = 64
+#: Observations of a failed start kept per slot (one per report; a day of 30 s reports is
+#: more than any crash-loop window needs).
+MAX_FAILED_START_OBSERVATIONS = 120
+
+
+def _record_failed_starts(host: Host, wire: WireReport, report: Report) -> None:
+    """Put each failed start on its slot (``Server.failed_start``); a slot with no Server yet
+    (a new unit that never came up) gets one, not running. A slot running in this report
+    is not down: its failed start is stale (the unit restarted and came up)."""
+    running = {server_identity(info) for info in wire.servers}
+    at = wire.collected_at.isoformat()
+    for entry in wire.failed_starts:
+        identity = failed_start_identity(entry)
+        if identity in running:
+            continue
+        server = Server.objects.filter(host=host, identity=identity).first()
+        if server is None:
+            if host.servers.count() >= MAX_SLOTS_PER_HOST:
+                continue
+            server = Server.objects.create(
+                host=host, identity=identity, pid=0, argv=entry.argv, is_running=False,
+                first_seen=wire.collected_at, last_seen=wire.collected_at,
+                container_image=entry.image or "")
+        previous = server.failed_start or {}
+        observations = list(previous.get("observations") or [])
+        cumulative = entry.restart_count
+        if entry.source == "process" or cumulative is None:
+            # a vanished process reports no counter: every report that sees it dead is one exit
+            cumulative = (observations[-1][1] + 1) if observations else 1
+        observations.append([at, cumulative])
+        server.failed_start = {
+            "entry": entry.model_dump(mode="json"), "report_id": str(report.report_id),
+            "first_seen": previous.get("first_seen") or at, "last_seen": at,
+            "observations": observations[-MAX_FAILED_START_OBSERVATIONS:]}
+        server.save(update_fields=["failed_start"])
+        report.mark_keep("failed start")
+    Server.objects.filter(host=host, identity__in=running,
+                          failed_start__isnull=False).update(failed_start=None)
 
 
 def _record_server(host: Host, info: ServerInfo, wire: WireReport, report: Report) -> Server:

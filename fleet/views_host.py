@@ -26,6 +26,7 @@ from fleet import views_charts as charts
 from fleet.access import can
 from fleet.models import ChangeEvent, Host, MetricSample, Report, Server
 from fleet.recording import server_identity
+from fleet.views_failed import failed_start_block
 from fleet.views_overview import DEFAULT_INTERVAL_S, host_status
 from fleet_agent.schema import ServerInfo
 
@@ -142,7 +143,7 @@ def _server_block(server: Server, report: Report | None, findings: list[Finding]
         "events": events, "baseline": baseline,
         "recommendation": recommendation_for(entry, report),
         "charts": charts.server_charts(server.pk, series, missing, baseline, spec),
-        "missing": missing,
+        "missing": missing, "failed": failed_start_block(server, report, findings),
     }
 
 
@@ -197,7 +198,17 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
         "host_events": events.get(None, []), "window": window,
         "windows": list(charts.WINDOWS), "host_charts": host_charts, "chart_data": chart_data,
         "can_operate": can(request.user, "acknowledge"), "rec_template": _rec_template(),
+        "failed_start_errors": _failed_start_errors(host, reports),
     })
+
+
+def _failed_start_errors(host: Host, reports: dict[int, Report]) -> list[str]:
+    """Failed-start sources the newest report could not read (issue 20)."""
+    newest = max(reports.values(), key=lambda r: r.collected_at, default=None)
+    if newest is None or newest.collected_at != host.last_collected_at:
+        newest = Report.objects.filter(host=host).order_by("-collected_at").first()
+    errors = (newest.raw.get("failed_start_errors") if newest else None) or []
+    return [str(e)[:300] for e in errors if isinstance(e, str)][:5]
 
 
 def _rec_template() -> str | None:

@@ -24,11 +24,22 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from fleet_agent import __version__, discovery, gpus, ondisk, probe, procfs, redact, trim
+from fleet_agent import (
+    __version__,
+    discovery,
+    failed_starts,
+    gpus,
+    ondisk,
+    probe,
+    procfs,
+    redact,
+    trim,
+)
 from fleet_agent.config import AgentConfig, ServerOverride
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,
+    FailedStart,
     GpuInfo,
     Report,
     ServerInfo,
@@ -54,6 +65,10 @@ class CycleInput:
     spool_dropped: int = 0
     spool_depth: int | None = None
     probe_http: bool = True
+    #: Failed-start sources (systemd, Docker/Podman sockets); None reads none of them.
+    failed_start_sources: failed_starts.Sources | None = None
+    #: Servers of the previous cycle, for "a vLLM process died since"; None skips that.
+    process_memory: failed_starts.ProcessMemory | None = None
 
 
 @dataclass
@@ -115,6 +130,8 @@ def collect(inp: CycleInput) -> Report:
     for item, data, extra in zip(work, entries, found_per_item, strict=True):
         item.data = data
         found |= extra
+    failed, failed_notes = failed_starts.collect_failed_starts(
+        inp.failed_start_sources, inp.process_memory, servers, found)
     data = {
         "schema_version": SCHEMA_VERSION,
         "report_id": str(uuid.uuid4()),
@@ -126,6 +143,8 @@ def collect(inp: CycleInput) -> Report:
         "gpu_error": reading.get("error"),
         "gpu_processes": reading.get("processes") or [],
         "servers": [item.data for item in work],
+        "failed_starts": failed,
+        "failed_start_errors": failed_notes,
     }
     data = trim.conform(redact.scrub(data, found | _config_secrets(inp.config)))
     _sanitize(data)
@@ -148,6 +167,16 @@ def _sanitize(data: dict[str, Any]) -> None:
     data["gpus"] = kept
     data["gpu_processes"] = [p for p in data["gpu_processes"] if isinstance(p.get("pid"), int)
                              and p["pid"] > 0 and p.get("gpu_uuid")]
+    kept_failed = []
+    for entry in data["failed_starts"]:
+        try:
+            kept_failed.append(FailedStart.model_validate(entry).model_dump(mode="json"))
+        except ValidationError as exc:
+            data["failed_start_errors"].append(
+                f"failed start {str(entry.get('unit_or_container'))[:100]} dropped: "
+                f"{exc.errors()[0]['msg']}")
+    data["failed_starts"] = kept_failed
+    data["failed_start_errors"] = [e[:1000] for e in data["failed_start_errors"]][:20]
     kept_servers = []
     for server in data["servers"]:
         for _ in range(len(ServerInfo.model_fields)):

@@ -6,12 +6,12 @@ import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fleet_agent import collect, deliver
+from fleet_agent import collect, deliver, failed_starts
 from fleet_agent.config import AgentConfig
 from fleet_agent.schema import Report
 from fleet_agent.spool import Spool, StateFile
@@ -26,6 +26,10 @@ class Agent:
     config: AgentConfig
     root: Path
     gpu_source: str
+    #: Servers of the previous cycle ("a vLLM process died since"), kept across cycles.
+    memory: failed_starts.ProcessMemory = field(default_factory=failed_starts.ProcessMemory)
+    #: Failed-start sources to read instead of this machine's (the simulator's fake systemd).
+    sources: failed_starts.Sources | None = None
 
     def state(self) -> StateFile:
         """The state file next to the spool."""
@@ -40,8 +44,17 @@ class Agent:
         """Collect one report; spool counters are included when a spool is given."""
         inp = collect.CycleInput(config=self.config, root=self.root, gpu_source=self.gpu_source,
                                  spool_dropped=spool.dropped() if spool else 0,
-                                 spool_depth=spool.depth() if spool else None)
+                                 spool_depth=spool.depth() if spool else None,
+                                 failed_start_sources=self.failed_start_sources(),
+                                 process_memory=self.memory)
         return collect.collect(inp)
+
+    def failed_start_sources(self) -> failed_starts.Sources | None:
+        """systemd and the Docker/Podman sockets of this node; none when the agent reads a
+        recorded filesystem (``--root`` other than ``/``): they would describe this machine."""
+        if self.sources is not None:
+            return self.sources
+        return failed_starts.Sources() if self.root == Path("/") else None
 
     def cycle(self, deliverer: deliver.Deliverer | None) -> dict[str, Any]:
         """Collect, spool and drain once. Returns the drain summary (or a no-server note)."""

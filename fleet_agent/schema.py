@@ -243,6 +243,37 @@ class GpuProcess(_Model):
     used_memory_bytes: int | None = Field(default=None, ge=0, le=PG_BIGINT_MAX)
 
 
+# ----------------------------------------------------------------------------- failed starts
+# Added by issue 20 (crash loops). Report-level, not per server: a server that fails to start
+# has no process (no pid) to hang a ServerInfo on. The dashboard puts each entry on the slot its
+# argv names (``--port``/``--uds``, as ``fleet.recording.server_identity`` does).
+
+#: Bounds of one failed start (the agent keeps less: fleet_agent/failed_starts.py).
+FAILED_START_MAX_LINES = 100
+FAILED_START_MAX_LINE_CHARS = 1000
+FAILED_STARTS_MAX = 64
+
+
+class FailedStart(_Model):
+    """A vLLM server that exited during start-up (systemd unit, container, or a process
+    that vanished since the last cycle). ``argv`` and ``lines`` are redacted; ``lines`` are
+    error lines only (never request logs). ``last_exit_at`` is when it last exited."""
+
+    source: Literal["systemd", "docker", "podman", "process"]
+    unit_or_container: str = Field(min_length=1, max_length=255)
+    argv: list[Annotated[str, Field(max_length=8192)]] = Field(default_factory=list,
+                                                                 max_length=512)
+    image: str | None = Field(default=None, max_length=500)
+    restart_count: int | None = Field(default=None, ge=0)
+    exit_code: int | None = None
+    last_exit_at: UtcDatetime | None = None
+    state: str | None = Field(default=None, max_length=64)
+    lines: list[Annotated[str, Field(max_length=FAILED_START_MAX_LINE_CHARS)]] = Field(
+        default_factory=list, max_length=FAILED_START_MAX_LINES)
+    errors: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list,
+                                                                  max_length=20)
+
+
 class Report(_Model):
     """One host's report for one collection cycle (schema_version 1)."""
 
@@ -256,6 +287,11 @@ class Report(_Model):
     servers: list[ServerInfo] = Field(default_factory=list, max_length=MAX_SERVERS)
     gpu_processes: list[GpuProcess] = Field(default_factory=list,  # added by issue 3
                                             max_length=MAX_GPU_PROCESSES)
+
+    failed_starts: list[FailedStart] = Field(default_factory=list,  # added by issue 20
+                                             max_length=FAILED_STARTS_MAX)
+    failed_start_errors: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list, max_length=20)  # failed-start sources that could not be read
 
     @field_validator("gpus")
     @classmethod

@@ -20,6 +20,15 @@ Rule fields (see notes/AUDIT-INTERFACES.md) plus two optional fields for metric 
   partial data still fires.
 - ``needs``: canonical metric names (audit/kb/metrics.py) the condition relies on.
 
+- ``log_signatures``: error-line patterns (issue 20). A failed start (``failed_starts[]`` of a
+  report) whose error lines match one fires the rule as "server down", whatever its condition
+  says (:meth:`KnowledgeBase.match_log`). Checked at load: a list of at most
+  :data:`MAX_SIGNATURES` strings of at most :data:`MAX_SIGNATURE_CHARS` characters that compile
+  with Python's ``re``, with no backreference and no quantified group that itself contains a
+  quantifier (``(a+)+``, ``(.*)*``, ``(x|y+){2,}``), the shape behind catastrophic
+  backtracking. ``re`` has no timeout, so the patterns are kept simple instead; the agent also
+  bounds each line to 500 characters and 40 lines per failed start.
+
 ``confirmed_upstream`` (true/false) is required on every rule that cites a GitHub issue or
 pull request.
 
@@ -59,8 +68,15 @@ REQUIRED_FIELDS = frozenset(
 )
 OPTIONAL_FIELDS = frozenset(
     {"escalate", "evidence", "fixed_in", "confirmed_upstream", "checklist", "applies",
-     "needs"}
+     "needs", "log_signatures"}
 )
+#: Bounds of ``log_signatures`` (issue 20): patterns per rule and characters per pattern.
+MAX_SIGNATURES = 10
+MAX_SIGNATURE_CHARS = 200
+#: A group that is quantified and contains a quantifier: ``(a+)+``, ``(.*){2,}``.
+NESTED_QUANTIFIER_RE = re.compile(r"\([^()]*(?<!\\)[*+?}][^()]*\)\s*[*+?{]")
+#: A backreference (``\1``, ``(?P=name)``): not needed for error lines, slow to match.
+BACKREF_RE = re.compile(r"\\[1-9]|\(\?P=")
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CHECKLIST_RE = re.compile(r"^[KR]\d+$")
@@ -138,6 +154,7 @@ class Rule:
     evidence: dict[str, cel.Program] = field(default_factory=dict)
     applies: cel.Program | None = None
     needs: list[str] = field(default_factory=list)
+    log_signatures: list[re.Pattern[str]] = field(default_factory=list)
     fixed_in: str | None = None
     confirmed_upstream: bool | None = None
     checklist: list[str] = field(default_factory=list)
@@ -391,7 +408,33 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
         "checklist": list(checklist),
         "applies": None if applies is None else v.program(applies, "applies"),
         "needs": v.metric_list(raw["needs"]) if "needs" in raw else [],
+        "log_signatures": _signatures(raw.get("log_signatures"), v),
     }
+
+
+def _signatures(raw: Any, v: _Validator) -> list[re.Pattern[str]]:
+    """Compile ``log_signatures`` (see the module docstring for the checks)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_SIGNATURES:
+        raise v.fail(f"log_signatures: expected a list of 1 to {MAX_SIGNATURES} patterns")
+    out = []
+    for index, pattern in enumerate(raw):
+        what = f"log_signatures[{index}]"
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise v.fail(f"{what}: expected a non-empty string")
+        if len(pattern) > MAX_SIGNATURE_CHARS:
+            raise v.fail(f"{what}: longer than {MAX_SIGNATURE_CHARS} characters")
+        if NESTED_QUANTIFIER_RE.search(pattern):
+            raise v.fail(f"{what}: a quantified group contains a quantifier (catastrophic "
+                         "backtracking); match a literal phrase instead")
+        if BACKREF_RE.search(pattern):
+            raise v.fail(f"{what}: backreferences are not allowed")
+        try:
+            out.append(re.compile(pattern))
+        except re.error as exc:
+            raise v.fail(f"{what}: not a valid regular expression: {exc}") from exc
+    return out
 
 
 def build_rule(raw: Any, file: str, settings: dict[str, Any]) -> Rule:
@@ -471,6 +514,19 @@ class KnowledgeBase:
             if rule.id == rule_id:
                 return rule
         raise KeyError(rule_id)
+
+    def match_log(self, lines: Sequence[str]) -> list[tuple[Rule, str]]:
+        """Rules whose ``log_signatures`` match one of ``lines`` (a failed start's error
+        lines), each with the last matching line (the cause is at the end of a traceback)."""
+        out = []
+        for rule in self.rules:
+            if not rule.log_signatures:
+                continue
+            hit = next((line for line in reversed(lines)
+                        if any(p.search(line) for p in rule.log_signatures)), None)
+            if hit is not None:
+                out.append((rule, hit))
+        return out
 
     def evaluate(self, ctx: dict[str, Any], cadence: str | None = None) -> Evaluation:
         """Evaluate every rule (or only ``cadence`` "config"/"metrics") on one context.

@@ -70,7 +70,18 @@ def evaluate_report(report: dict[str, Any], file: str, kb: KnowledgeBase,
     return {
         "file": file, "hostname": (report.get("host") or {}).get("hostname"),
         "servers": [_server_result(c, s, kb) for c, s in zip(contexts, servers, strict=True)],
+        "failed_starts": [failed_start_result(entry, kb)
+                          for entry in report.get("failed_starts") or []],
     }
+
+
+def failed_start_result(entry: dict[str, Any], kb: KnowledgeBase) -> dict[str, Any]:
+    """A failed start (issue 20) and the rules whose ``log_signatures`` match its lines."""
+    return {"unit_or_container": entry.get("unit_or_container"), "source": entry.get("source"),
+            "restart_count": entry.get("restart_count"),
+            "matched": [{"rule_id": rule.id, "title": rule.title, "line": line,
+                         "remediation": " ".join(rule.remediation.split())}
+                        for rule, line in kb.match_log(entry.get("lines") or [])]}
 
 
 def evaluate_files(paths: Sequence[str | Path], history: bool = False,
@@ -103,6 +114,15 @@ def render_text(result: dict[str, Any]) -> str:
                 lines.append(f"      fix: {f['remediation']}")
             for failure in server["failures"]:
                 lines.append(f"  [RULE FAILED] {failure['rule_id']}: {failure['error']}")
+        for failed in report.get("failed_starts") or []:
+            lines.append(f"-- failed start {failed['unit_or_container']} ({failed['source']}, "
+                         f"{failed['restart_count']} restarts)")
+            for m in failed["matched"] or [{"rule_id": "-", "title": "no rule matches",
+                                            "line": "", "remediation": ""}]:
+                lines.append(f"  [DOWN] {m['rule_id']}: {m['title']}")
+                if m["line"]:
+                    lines.append(f"      line: {m['line']}")
+                    lines.append(f"      fix: {m['remediation']}")
     return "\n".join(lines) + "\n"
 
 

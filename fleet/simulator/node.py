@@ -24,14 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleet.simulator import fakesystemd
 from fleet.simulator.emulator import Behaviour, Emulator
 from fleet.simulator.procnode import ProcNode, ServerPids
 from fleet.simulator.specs import HostSpec, ServerSpec, option
 from fleet.simulator.traffic import TrafficState
 from fleet_agent import config as agent_config
-from fleet_agent import deliver, runner
+from fleet_agent import deliver, failed_starts, runner
 
 log = logging.getLogger("fleet.simulator")
+
+#: The checkout the fake systemd wrappers import from (fleet/simulator/node.py -> repo root).
+REPO = Path(__file__).resolve().parents[2]
 
 #: Typical H100/GB10 power draw under load as a share of the limit (assumed).
 LOAD_POWER_SHARE = 0.86
@@ -75,6 +79,8 @@ class SimNode:
         self.interval_s = interval_s
         self.silent = False
         self.servers: dict[str, RunningServer] = {}
+        #: systemd units that fail to start (fleet.simulator.fakesystemd), newest last.
+        self.failed_units: list[dict[str, Any]] = []
         self.dir.mkdir(parents=True, exist_ok=True)
         self.proc = ProcNode(self.dir / "root", spec.hostname, spec.machine_id,
                              boot_time=epoch - 86400 - 3600 * index)
@@ -131,6 +137,30 @@ class SimNode:
         self.proc.remove(old.pids)
         self.spec = self.spec.with_server(server)
         return self.start_server(server, at)
+
+    def fail_start(self, key: str, journal: list[str], at: float) -> None:
+        """The server ``key`` is restarted by its systemd unit and, from ``at`` on, exits
+        during start-up with ``journal``; systemd restarts it every third agent interval."""
+        running = self.servers.pop(key)
+        self.proc.remove(running.pids)
+        running.emulator.stop()
+        self.failed_units.append({"id": f"vllm-{key}.service", "argv": list(running.spec.argv),
+                                  "failed_since": at,
+                                  "restart_every_s": max(0.5, self.interval_s / 3),
+                                  "journal": list(journal)})
+        bin_dir = self.dir / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        state = self.dir / "systemd.json"
+        state.write_text(json.dumps({"units": self.failed_units}))
+        for tool in ("systemctl", "journalctl"):
+            (bin_dir / tool).write_text(fakesystemd.wrapper(tool, state, REPO))
+            (bin_dir / tool).chmod(0o755)
+
+    def failed_start_sources(self) -> failed_starts.Sources | None:
+        """The fake systemd once a unit failed (None before: nothing to read)."""
+        if not self.failed_units:
+            return None
+        return failed_starts.Sources(path=str(self.dir / "bin"), docker_sockets=())
 
     def install(self, key: str, version: str) -> None:
         """``pip install vllm==version`` next to the running server (no restart)."""
@@ -213,7 +243,8 @@ class SimNode:
         """The real agent for this node (config re-read, so URL overrides stay current)."""
         saved = agent_config.load(self.config_path)
         cfg = self.agent_config(saved.server_url, saved.token)
-        return runner.Agent(config=cfg, root=Path(cfg.root), gpu_source=cfg.gpu_source)
+        return runner.Agent(config=cfg, root=Path(cfg.root), gpu_source=cfg.gpu_source,
+                            sources=self.failed_start_sources())
 
     def cycle(self, stop: threading.Event | None = None) -> dict[str, Any]:
         """One ``fleet-agent`` cycle: collect, spool, deliver. Returns the drain summary."""

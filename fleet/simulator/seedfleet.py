@@ -217,4 +217,6 @@ def seed_hosts() -> list[HostSpec]:
         seed001_host("gb10-spark-01"),
         seed003_host("gb10-spark-02", 128, C128_LOAD, 114.4),
         seed003_host("gb10-spark-03", 256, C256_BEFORE, 110.6),
+        single_light("h100-upgrade-08", "upgrade to 0.27.1 installed; fails to start "
+                     "(crash loop, issue 20)", installed="0.27.1"),
     ]

@@ -14,6 +14,8 @@ divides them) plays the scenarios of issue 8:
 * 80 s  ``h100-spec-04`` restarts at TP=2: EAGLE3 acceptance collapses (#50158);
 * 100 s ``h100-chat-05`` restarts with the same version and flags (again at 160 s);
 * 120 s ``h100-batch-06`` stops reporting (silent host);
+* 140 s ``h100-upgrade-08`` restarts onto its installed 0.27.1, which cannot read Gemma 4's
+  per-layer ``head_dim`` (vllm#51744): its systemd unit crash-loops (issue 20);
 * from the start ``h100-chat-03`` has 0.28.0 installed under a running 0.25.1 (pending
   upgrade) and ``h100-awq-07`` serves the cyankiwi bundled chat template.
 
@@ -72,7 +74,19 @@ TIMELINE: tuple[Event, ...] = (
     Event(80, "h100-spec-04", "tp2", "restart with --tensor-parallel-size 2 (#50158)"),
     Event(100, "h100-chat-05", "restart", "restart, same version and flags"),
     Event(120, "h100-batch-06", "silent", "agent stops reporting"),
+    Event(140, "h100-upgrade-08", "fail_upgrade",
+          "restart onto the installed 0.27.1: start-up fails, systemd crash loop"),
     Event(160, "h100-chat-05", "restart", "restart again, same version and flags"),
+)
+
+#: The journal of the failed upgrade: start-up lines, then the error vLLM 0.27.x images hit
+#: with Gemma 4 under transformers 5.15 (quoted in https://github.com/vllm-project/vllm/issues/51744).
+FAILED_UPGRADE_JOURNAL = (
+    "INFO 12-01 06:00:01 [api_server.py:1] vLLM API server version 0.27.1",
+    "(APIServer pid=7) Traceback (most recent call last):",
+    "(APIServer pid=7) transformers.integrations.heterogeneity.configuration_utils."
+    "AmbiguousGlobalPerLayerAttributeError: 'head_dim' is a per-layer attribute and may vary "
+    "across layers.",
 )
 
 
@@ -102,6 +116,8 @@ def apply(event: Event, node: SimNode, at: float) -> None:
         node.replace_server(tp2_server(server), at)
     elif event.action == "restart":
         node.replace_server(server, at)
+    elif event.action == "fail_upgrade":
+        node.fail_start(server.key, list(FAILED_UPGRADE_JOURNAL), at)
 
 
 class FleetSim:

@@ -1,0 +1,188 @@
+"""Failed starts and crash loops as findings (issue 20).
+
+Runs inside :func:`audit.evaluation.evaluate_report` (same transaction, host locked) for every
+slot whose ``Server.failed_start`` came with the report being evaluated
+(:func:`fleet.recording._record_failed_starts` put it there):
+
+* **log signatures**: every rule whose ``log_signatures`` match one of the failed start's error
+  lines (:meth:`audit.kb.engine.KnowledgeBase.match_log`) fires as "Server down: <rule title>"
+  with the matching line as evidence, whatever the rule's condition says, at ``high``
+  (``critical`` when the rule is critical or the slot is crash-looping);
+* **crash loop**: :data:`CRASH_LOOP_RULE_ID` opens when the slot restarted at least
+  ``AUDIT_CRASH_LOOP_RESTARTS`` times within ``AUDIT_CRASH_LOOP_WINDOW_S`` seconds, even when no
+  rule matched, with the last error line. It stays open (one finding, so one alert) while the
+  loop lasts; the alerts route it as a risky upgrade that did not come back.
+
+Both carry ``evidence.failed_start = true``. They resolve when the slot runs again (the normal
+config evaluation resolves rules that no longer fire) or, for systemd/container sources, when
+a report no longer lists the failed start.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+
+from audit.kb.engine import SEVERITY_RANK, FindingResult, Rule
+from audit.models import Finding
+from fleet.models import Host, Report, Server
+
+#: The built-in finding of a crash-looping slot (not a KB rule: it needs no condition).
+CRASH_LOOP_RULE_ID = "crash-loop"
+#: Restarts within the window that make a crash loop (systemd's default StartLimitBurst is 5
+#: per 10 s; an operator notices 3 failed starts in 10 minutes).
+DEFAULT_CRASH_LOOP_RESTARTS = 3
+#: The crash-loop window in seconds (10 minutes: 20 agent intervals of 30 s).
+DEFAULT_CRASH_LOOP_WINDOW_S = 600
+#: Sources whose failed start is re-read every cycle (so its absence means it is over).
+_POLLED_SOURCES = ("systemd", "docker", "podman")
+
+
+def crash_loop_settings() -> tuple[int, int]:
+    """``(restarts, window_s)`` from settings, with the defaults above."""
+    return (getattr(settings, "AUDIT_CRASH_LOOP_RESTARTS", DEFAULT_CRASH_LOOP_RESTARTS),
+            getattr(settings, "AUDIT_CRASH_LOOP_WINDOW_S", DEFAULT_CRASH_LOOP_WINDOW_S))
+
+
+def restarts_in_window(state: dict[str, Any], now: datetime, window_s: int) -> int:
+    """Restarts of a slot within ``window_s`` seconds before ``now``, from its observations
+    ``[[ISO time, cumulative restarts], ...]``: the newest count minus the newest count
+    observed before the window. Without an observation before the window (the first reports
+    of a loop), the counter itself counts when the last exit is inside the window."""
+    observations = state.get("observations") or []
+    if not observations:
+        return 0
+    start = now - timedelta(seconds=window_s)
+    before = [count for at, count in observations if datetime.fromisoformat(at) <= start]
+    latest = observations[-1][1]
+    if before:
+        return max(0, latest - before[-1])
+    entry = state.get("entry") or {}
+    exited = entry.get("last_exit_at")
+    if exited and datetime.fromisoformat(exited) < start:
+        return max(0, latest - observations[0][1])
+    return max(latest, latest - observations[0][1])
+
+
+def evaluate_failed_starts(kb: Any, host: Host, report: Report) -> list[Any]:
+    """Open/update/resolve the failed-start findings of ``host`` for ``report``."""
+    from audit.evaluation import ServerOutcome, _upsert
+
+    outcomes = []
+    report_id = str(report.report_id)
+    initial = None  # the host's first report: its findings pre-exist (alerts skip them)
+    for server in host.servers.filter(failed_start__isnull=False):
+        state = server.failed_start or {}
+        if state.get("report_id") != report_id:
+            _maybe_over(server, state, report)
+            continue
+        outcome = ServerOutcome(server.pk, ["failed_start"])
+        if initial is None:
+            initial = not Report.objects.filter(
+                host=host, collected_at__lt=report.collected_at).exists()
+        fired = _results(kb, server, state, report.collected_at)
+        active = {f.rule_id: f for f in server.findings.active()}
+        for result in fired:
+            _upsert(server, report, result, active.get(result.rule_id), kb.version,
+                    initial, outcome)
+        _resolve(server, {r.rule_id for r in fired}, report, outcome)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _maybe_over(server: Server, state: dict[str, Any], report: Report) -> None:
+    """A polled failed start that this report no longer lists is over (the unit was stopped
+    or removed): resolve its findings. A vanished process is reported once, so it stays."""
+    source = (state.get("entry") or {}).get("source")
+    if server.is_running or source not in _POLLED_SOURCES:
+        return
+    if report.collected_at.isoformat() <= (state.get("last_seen") or ""):
+        return
+    _resolve(server, set(), report, None)
+
+
+def _resolve(server: Server, keep: set[str], report: Report, outcome: Any) -> None:
+    for finding in server.findings.active().filter(evidence__failed_start=True):
+        if finding.rule_id not in keep:
+            finding.resolve(report.collected_at)
+            if outcome is not None:
+                outcome.resolved.append(finding.rule_id)
+
+
+def _results(kb: Any, server: Server, state: dict[str, Any],
+             now: datetime) -> list[FindingResult]:
+    entry = state.get("entry") or {}
+    lines = entry.get("lines") or []
+    threshold, window_s = crash_loop_settings()
+    restarts = restarts_in_window(state, now, window_s)
+    looping = restarts >= threshold
+    base = _evidence(server, state, restarts, window_s)
+    matched = kb.match_log(lines)
+    out = [_signature_result(rule, line, base, looping) for rule, line in matched]
+    if looping:
+        out.append(_crash_loop_result(server, base, restarts, window_s, matched))
+    return out
+
+
+def _evidence(server: Server, state: dict[str, Any], restarts: int,
+              window_s: int) -> dict[str, Any]:
+    entry = state.get("entry") or {}
+    lines = entry.get("lines") or []
+    return {"failed_start": True, "source": entry.get("source"),
+            "unit_or_container": entry.get("unit_or_container"),
+            "argv": " ".join(entry.get("argv") or [])[:2000],
+            "image": entry.get("image"), "restart_count": entry.get("restart_count"),
+            "exit_code": entry.get("exit_code"), "state": entry.get("state"),
+            "last_exit_at": entry.get("last_exit_at"), "first_failed_at": state.get("first_seen"),
+            "restarts_in_window": restarts, "window_minutes": window_s // 60,
+            "last_error_line": lines[-1] if lines else None,
+            "installed_vllm_version": server.installed_vllm_version or None,
+            "last_running_vllm_version": server.vllm_version or None}
+
+
+def _signature_result(rule: Rule, line: str, base: dict[str, Any],
+                      looping: bool) -> FindingResult:
+    severity = "critical" if looping or rule.severity == "critical" else "high"
+    if SEVERITY_RANK[severity] > SEVERITY_RANK[rule.severity]:
+        severity = rule.severity  # never below the rule's own severity
+    return FindingResult(
+        rule_id=rule.id, severity=severity, kind=rule.kind,
+        title=f"Server down: {rule.title}"[:300],
+        message=(f"{base['unit_or_container']} ({base['source']}) exits during start-up with "
+                 f"\"{line[:300]}\", the error this rule explains. The server does not come "
+                 "back until the cause is fixed."),
+        remediation=" ".join(rule.remediation.split()), references=list(rule.references),
+        evidence={**base, "matched_line": line, "signature_rule": rule.id},
+        checklist=list(rule.checklist))
+
+
+def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, window_s: int,
+                       matched: list[tuple[Rule, str]]) -> FindingResult:
+    upgraded = bool(server.installed_vllm_version and server.vllm_version
+                    and server.installed_vllm_version != server.vllm_version)
+    what = (f"after the upgrade from vLLM {server.vllm_version} to "
+            f"{server.installed_vllm_version}" if upgraded else "")
+    title = (f"Risky upgrade did not come back: {base['unit_or_container']} crash-looping"
+             if upgraded else f"Crash loop: {base['unit_or_container']} keeps failing to start")
+    last = base["last_error_line"] or "no error line was captured"
+    causes = ", ".join(rule.id for rule, _ in matched) or "no knowledge-base rule matched"
+    fix = (matched[0][0].remediation if matched else
+           "Read the full log of the unit/container, fix the cause or roll back to the last "
+           "release and flags that ran.")
+    if upgraded and not matched:
+        fix = f"Roll back to vLLM {server.vllm_version} (the release that ran), then {fix}"
+    return FindingResult(
+        rule_id=CRASH_LOOP_RULE_ID, severity="critical", kind="crash_loop", title=title[:300],
+        message=(f"{base['unit_or_container']} ({base['source']}) restarted {restarts} times in "
+                 f"{window_s // 60} minutes {what} and is not serving. Last error line: "
+                 f"\"{last[:300]}\" (matched: {causes})."),
+        remediation=" ".join(fix.split()), references=[],
+        evidence={**base, "matched_rules": [rule.id for rule, _ in matched],
+                  "upgrade": upgraded})
+
+
+def failed_start_findings(server: Server) -> list[Finding]:
+    """Active findings that came from a failed start of ``server`` (for pages)."""
+    return list(server.findings.active().filter(evidence__failed_start=True))

@@ -1,0 +1,401 @@
+"""Failed starts: vLLM servers that exit during start-up and are restarted again and again.
+
+Three sources, each optional and never fatal (what cannot be read becomes an ``errors`` note):
+
+* **systemd**: ``systemctl list-units --type=service --all`` then ``systemctl show`` of every
+  unit whose ``ExecStart`` launches a vLLM API server (:func:`discovery.server_args_start`);
+  a unit counts as a failed start when it is not ``active/running`` and it is ``failed``,
+  waiting to restart (``auto-restart``) or its last run did not end in ``Result=success``.
+  Its error lines come from ``journalctl -u UNIT -o json -n N --no-pager``.
+* **Docker / Podman**: the Engine API over the unix socket (``/var/run/docker.sock``, Podman's
+  Docker-compatible ``/run/podman/podman.sock``) with httpx's UDS transport:
+  ``GET /containers/json?all=1``, ``GET /containers/{id}/json`` (``RestartCount``,
+  ``State.ExitCode``, ``State.FinishedAt``) and ``GET /containers/{id}/logs?tail=N``.
+  A container counts when its image or command names vLLM and it is ``restarting``, was
+  OOM-killed, or exited with a code other than a stop's (0, 130, 137, 143).
+* **process**: a vLLM API server seen in the previous cycle whose process is gone now and whose
+  slot (same argv) has no running server (:class:`ProcessMemory`, kept by the agent loop).
+
+Bounds (per entry): the last :data:`MAX_LINES` error lines of at most :data:`MAX_LINE_CHARS`
+characters each, :data:`MAX_ENTRY_LINE_BYTES` bytes of lines in all; at most
+:data:`MAX_FAILED_STARTS` entries per report. Only lines that look like errors are kept
+(:data:`ERROR_LINE`), and lines that look like request logging (:data:`REQUEST_LINE`: request
+ids, prompts, sampled outputs) are always dropped, so prompts never leave the node. Argv and
+lines pass the agent's redaction (:mod:`fleet_agent.redact`); the collector then scrubs every
+secret value seen anywhere in the report from them too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import struct
+import subprocess
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import httpx
+
+from fleet_agent import discovery, redact
+
+log = logging.getLogger("fleet_agent.failed_starts")
+
+#: Entries per report; a node with more crash-looping vLLM units has a bigger problem.
+MAX_FAILED_STARTS = 16
+#: Error lines kept per entry (the last ones: the cause is at the end of a traceback).
+MAX_LINES = 40
+#: Characters kept per line (vLLM prefixes every worker line with ~60 characters of context).
+MAX_LINE_CHARS = 500
+#: Bytes of lines per entry after truncation (UTF-8).
+MAX_ENTRY_LINE_BYTES = 16 * 1024
+#: Journal / container log lines read per unit (the newest).
+TAIL_LINES = 400
+#: Seconds allowed for one systemctl/journalctl call or one Docker API request.
+COMMAND_TIMEOUT_S = 5.0
+#: Largest log body read from the Docker API, in bytes.
+MAX_LOG_BYTES = 1 << 20
+
+#: A line worth keeping: Python tracebacks and exceptions, vLLM's ERROR level, argparse usage
+#: errors, pydantic validation errors, CUDA/NCCL failures and OOMs.
+ERROR_LINE = re.compile(
+    r"Traceback \(most recent call last\)|\bERROR\b|\bCRITICAL\b|\bFATAL\b|"
+    r"\w*(?:Error|Exception)\b:?|\berror:|Value error|"
+    r"\bCUDA\b|\bNCCL\b|\bcuda(?:Malloc|Error)|OutOfMemory|out of memory|"
+    r"Segmentation fault|core dumped|Killed|No such file")
+#: A line that looks like request logging; dropped even when it also looks like an error,
+#: because it may carry a prompt or generated text.
+REQUEST_LINE = re.compile(
+    r"Received request|\bprompt\s*[:=]|prompt_token_ids|\bmessages\s*[:=]|"
+    r"Generated (?:response|text)|sampling_params|\boutput\s*[:=]|"
+    r"\"(?:GET|POST|PUT|DELETE) /|\b(?:GET|POST) /v1/|chatcmpl-|cmpl-[0-9a-f]|"
+    r"Added request|Finished request|Aborted request", re.IGNORECASE)
+#: ``'api_key': 'value'`` as Python prints a dict (vLLM logs its non-default args so).
+_PY_DICT_PAIR = re.compile(r"'(?P<name>[^'\\]{1,128})'\s*:\s*'(?P<value>(?:[^'\\]|\\.)*)'")
+#: Container exit codes of a stop, not a failure: 0, and SIGINT/SIGKILL/SIGTERM as 128+N
+#: (``docker stop`` sends SIGTERM, then SIGKILL after its timeout).
+_STOPPED_EXIT_CODES = (0, 130, 137, 143, None)
+#: Words in an image reference or command that mark a vLLM container.
+_VLLM_WORD = re.compile(r"vllm", re.IGNORECASE)
+
+
+@dataclass
+class Sources:
+    """Where failed starts are read from; every path is injectable for tests.
+
+    ``systemctl``/``journalctl`` are executables (looked up in ``path`` when given, else in the
+    agent's PATH); sockets that do not exist are skipped silently (no Docker on this node).
+    """
+
+    systemctl: str = "systemctl"
+    journalctl: str = "journalctl"
+    docker_sockets: tuple[tuple[str, str], ...] = (
+        ("docker", "/var/run/docker.sock"), ("podman", "/run/podman/podman.sock"))
+    path: str | None = None
+    systemd: bool = True
+
+
+@dataclass
+class ProcessMemory:
+    """vLLM servers seen in the previous cycle: ``{pid: argv}`` (raw argv, never sent)."""
+
+    servers: dict[int, list[str]] = field(default_factory=dict)
+
+    def vanished(self, current: list[discovery.ServerProcess]) -> list[list[str]]:
+        """Argv of servers seen last cycle that are gone now and not running again under
+        the same argv; updates the memory to ``current``."""
+        running = {tuple(s.argv) for s in current}
+        now = {s.pid for s in current}
+        gone = [argv for pid, argv in self.servers.items()
+                if pid not in now and tuple(argv) not in running]
+        self.servers = {s.pid: list(s.argv) for s in current}
+        return gone
+
+
+# ----------------------------------------------------------------------------- lines
+
+
+def clean_lines(raw: list[str], found: set[str] | None = None) -> list[str]:
+    """Keep the last :data:`MAX_LINES` error lines of ``raw``, never request logging,
+    each truncated to :data:`MAX_LINE_CHARS` and redacted, :data:`MAX_ENTRY_LINE_BYTES` in all.
+    """
+    kept: list[str] = []
+    for line in raw:
+        line = line.rstrip("\r\n").replace("\x00", "")
+        if not line.strip() or REQUEST_LINE.search(line) or not ERROR_LINE.search(line):
+            continue
+        kept.append(redact_line(line[:MAX_LINE_CHARS], found))
+    kept = kept[-MAX_LINES:]
+    total, out = 0, []
+    for line in reversed(kept):
+        total += len(line.encode("utf-8")) + 1
+        if total > MAX_ENTRY_LINE_BYTES:
+            break
+        out.append(line)
+    return list(reversed(out))
+
+
+def redact_line(line: str, found: set[str] | None = None) -> str:
+    """A log line through the argv/env redaction: word by word (``--api-key x``,
+    ``HF_TOKEN=x``, URLs with credentials) and Python-dict pairs (``'api_key': 'x'``)."""
+    line = redact.redact_text(line, found) if line.lstrip()[:1] in "{[" else line
+    words = line.split(" ")
+    line = " ".join(redact.redact_argv(words, found)) if words else line
+
+    def pair(match: re.Match[str]) -> str:
+        if not redact.is_secret_name(match.group("name")):
+            return match.group(0)
+        value = redact.redact_secret_value(match.group("value"), found)
+        return f"'{match.group('name')}': '{value}'"
+
+    return _PY_DICT_PAIR.sub(pair, line)
+
+
+def _entry(source: str, name: str, argv: list[str], found: set[str], **fields: Any
+           ) -> dict[str, Any]:
+    lines = fields.pop("lines", [])
+    return {"source": source, "unit_or_container": name[:255],
+            "argv": redact.redact_argv(argv, found)[:512],
+            "lines": clean_lines(lines, found), "errors": fields.pop("errors", []), **fields}
+
+
+# ----------------------------------------------------------------------------- systemd
+
+
+def _run(argv: list[str], src: Sources) -> str:
+    env = {"PATH": src.path, "LC_ALL": "C"} if src.path else None
+    done = subprocess.run(argv, capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False,  # noqa: S603 - fixed argv, no shell
+                          env=env, text=True, errors="replace")
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[:200]}")
+    return done.stdout
+
+
+def parse_show(text: str) -> list[dict[str, str]]:
+    """``systemctl show U1 U2 -p ...`` output: one ``{property: value}`` per unit block."""
+    units, current = [], {}
+    for line in text.splitlines():
+        if not line.strip():
+            if current:
+                units.append(current)
+            current = {}
+            continue
+        key, _, value = line.partition("=")
+        current[key] = value
+    if current:
+        units.append(current)
+    return units
+
+
+def exec_start_argv(value: str) -> list[str]:
+    """``ExecStart={ path=/usr/bin/vllm ; argv[]=/usr/bin/vllm serve m --port 8000 ; ... }``
+    -> the argv list (first ExecStart only)."""
+    match = re.search(r"argv\[\]=(.*?) ;", value)
+    text = match.group(1) if match else value.strip("{} ")
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def _vllm_argv(argv: list[str]) -> bool:
+    if discovery.server_args_start(argv) is not None:
+        return True
+    # wrappers: `/usr/bin/env VAR=x vllm serve ...`, `bash -c "vllm serve ..."`
+    return any(discovery.server_args_start(argv[i:]) is not None for i in range(1, len(argv)))
+
+
+def _usec_time(value: str) -> str | None:
+    if not value or value in ("0", "n/a"):
+        return None
+    try:
+        return datetime.fromtimestamp(int(value) / 1e6, timezone.utc).isoformat()
+    except (ValueError, OverflowError):
+        return None
+
+
+_SHOW_PROPS = ("Id,ExecStart,ActiveState,SubState,Result,NRestarts,ExecMainStatus,"
+               "ExecMainExitTimestamp")
+
+
+def systemd_failed(src: Sources, found: set[str]) -> list[dict[str, Any]]:
+    """Failed-start entries of vLLM units (see module docstring); raises on a systemctl error."""
+    listing = _run([src.systemctl, "list-units", "--type=service", "--all", "--no-legend",
+                    "--plain", "--no-pager"], src)
+    names = [line.split()[0] for line in listing.splitlines() if line.split()]
+    names = [n for n in names if n.endswith(".service")][:512]
+    if not names:
+        return []
+    shown = _run([src.systemctl, "show", "--no-pager", f"--property={_SHOW_PROPS}",
+                  "--timestamp=unix", *names], src)
+    out = []
+    for unit in parse_show(shown):
+        argv = exec_start_argv(unit.get("ExecStart", ""))
+        if not argv or not _vllm_argv(argv) or not _unit_failed(unit):
+            continue
+        out.append(_systemd_entry(unit, argv, src, found))
+    return out
+
+
+def _unit_failed(unit: dict[str, str]) -> bool:
+    """Not running, and the last run ended badly: ``failed``, waiting to restart
+    (``auto-restart``), or a ``Result`` other than ``success`` (``exit-code``, ``signal``,
+    ``core-dump``, ``oom-kill``, ``start-limit-hit``...). A unit the operator stopped ends
+    with ``Result=success`` whatever its exit status (SIGTERM), so it is not reported."""
+    if unit.get("ActiveState") == "active" and unit.get("SubState") == "running":
+        return False
+    if unit.get("ActiveState") == "failed" or unit.get("SubState") == "auto-restart":
+        return True
+    return unit.get("Result", "success") not in ("", "success")
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _systemd_entry(unit: dict[str, str], argv: list[str], src: Sources,
+                   found: set[str]) -> dict[str, Any]:
+    name = unit.get("Id", "?")
+    errors, lines = [], []
+    try:
+        lines = journal_lines(name, src)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        errors.append(f"journal of {name} not readable: {exc}"[:300])
+    exit_at = unit.get("ExecMainExitTimestamp", "").lstrip("@")
+    return _entry("systemd", name, argv, found, lines=lines, errors=errors,
+                  restart_count=_int(unit.get("NRestarts")),
+                  exit_code=_int(unit.get("ExecMainStatus")) if unit.get("ExecMainStatus")
+                  else None,
+                  last_exit_at=_usec_time(exit_at + "000000") if exit_at.isdigit() else None,
+                  state=f"{unit.get('ActiveState', '?')}/{unit.get('SubState', '?')}"[:64],
+                  image=None)
+
+
+def journal_lines(unit: str, src: Sources) -> list[str]:
+    """``MESSAGE`` of the unit's last :data:`TAIL_LINES` journal entries, oldest first."""
+    text = _run([src.journalctl, "-u", unit, "-o", "json", "-n", str(TAIL_LINES),
+                 "--no-pager"], src)
+    lines = []
+    for row in text.splitlines():
+        try:
+            message = json.loads(row).get("MESSAGE")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(message, list):  # journald sends non-UTF-8 messages as byte arrays
+            message = bytes(b & 0xFF for b in message if isinstance(b, int)).decode(
+                "utf-8", "replace")
+        if isinstance(message, str):
+            lines.extend(message.splitlines())
+    return lines
+
+
+# ----------------------------------------------------------------------------- containers
+
+
+def container_failed(source: str, socket_path: str, found: set[str]) -> list[dict[str, Any]]:
+    """Failed-start entries of vLLM containers behind one Engine API socket."""
+    transport = httpx.HTTPTransport(uds=socket_path)
+    with httpx.Client(transport=transport, base_url="http://engine",
+                      timeout=COMMAND_TIMEOUT_S) as client:
+        listing = client.get("/containers/json", params={"all": "1"})
+        listing.raise_for_status()
+        out = []
+        for row in listing.json() or []:
+            if not isinstance(row, dict) or not _VLLM_WORD.search(
+                    f"{row.get('Image', '')} {row.get('Command', '')}"):
+                continue
+            entry = _container_entry(client, source, str(row.get("Id", "")), found)
+            if entry is not None:
+                out.append(entry)
+        return out
+
+
+def _container_entry(client: httpx.Client, source: str, cid: str,
+                     found: set[str]) -> dict[str, Any] | None:
+    info = client.get(f"/containers/{cid}/json").json()
+    state = info.get("State") or {}
+    config = info.get("Config") or {}
+    restarts, exit_code = _int(info.get("RestartCount")), state.get("ExitCode")
+    status = str(state.get("Status", ""))
+    if status == "running" or not (status == "restarting" or state.get("OOMKilled")
+                                   or exit_code not in _STOPPED_EXIT_CODES):
+        return None
+    argv = [str(w) for w in (config.get("Entrypoint") or []) + (config.get("Cmd") or [])]
+    errors, lines = [], []
+    try:
+        lines = container_log_lines(client, cid, bool(config.get("Tty")))
+    except (httpx.HTTPError, ValueError) as exc:
+        errors.append(f"logs of {cid[:12]} not readable: {exc}"[:300])
+    finished = state.get("FinishedAt")
+    return _entry(source, str(info.get("Name", cid)).lstrip("/") or cid[:12], argv or ["?"],
+                  found, lines=lines, errors=errors, restart_count=restarts,
+                  exit_code=exit_code if isinstance(exit_code, int) else None,
+                  last_exit_at=finished if finished and not finished.startswith("0001") else None,
+                  state=status[:64] or None, image=str(config.get("Image") or "")[:500] or None)
+
+
+def container_log_lines(client: httpx.Client, cid: str, tty: bool) -> list[str]:
+    """The container's last :data:`TAIL_LINES` log lines (stdout and stderr)."""
+    body = b""
+    with client.stream("GET", f"/containers/{cid}/logs",
+                       params={"stdout": "1", "stderr": "1", "tail": str(TAIL_LINES)}) as resp:
+        resp.raise_for_status()
+        for chunk in resp.iter_bytes():
+            body += chunk
+            if len(body) >= MAX_LOG_BYTES:
+                break
+    text = body.decode("utf-8", "replace") if tty else demultiplex(body)
+    return text.splitlines()
+
+
+def demultiplex(body: bytes) -> str:
+    """Docker's multiplexed log stream (non-TTY containers): frames of an 8-byte header
+    ``[stream, 0, 0, 0, size (uint32 big-endian)]`` then ``size`` bytes. A body that is not
+    framed (Podman with a TTY, an old daemon) is returned as text."""
+    out, i = [], 0
+    while i + 8 <= len(body):
+        kind, size = body[i], struct.unpack(">I", body[i + 4:i + 8])[0]
+        if kind not in (0, 1, 2) or body[i + 1:i + 4] != b"\0\0\0":
+            return body.decode("utf-8", "replace")
+        out.append(body[i + 8:i + 8 + size])
+        i += 8 + size
+    return b"".join(out).decode("utf-8", "replace")
+
+
+# ----------------------------------------------------------------------------- cycle
+
+
+def collect_failed_starts(src: Sources | None, memory: ProcessMemory | None,
+                          current: list[discovery.ServerProcess],
+                          found: set[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """All failed-start entries of this node and the notes of sources that failed."""
+    entries: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if src is not None and src.systemd:
+        try:
+            entries += systemd_failed(src, found)
+        except FileNotFoundError:
+            pass  # no systemd on this node (a container, a minimal image)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            notes.append(f"systemd: {exc}"[:300])
+    for source, path in src.docker_sockets if src is not None else ():
+        try:
+            entries += container_failed(source, path, found)
+        except httpx.ConnectError as exc:
+            if os.path.exists(path):  # a daemon we may not talk to (docker group missing)
+                notes.append(f"{source}: cannot connect to {path}: {exc}"[:300])
+        except (httpx.HTTPError, ValueError, OSError) as exc:
+            notes.append(f"{source}: {exc}"[:300])
+    if memory is not None:
+        now = datetime.now(timezone.utc).isoformat()
+        for argv in memory.vanished(current):
+            entries.append(_entry("process", "process", argv, found,
+                                  restart_count=None, exit_code=None, last_exit_at=now,
+                                  state="exited", image=None, lines=[]))
+    return entries[:MAX_FAILED_STARTS], notes
