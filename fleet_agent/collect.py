@@ -22,7 +22,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fleet_agent import __version__, discovery, gpus, ondisk, probe, procfs, redact, trim
+from fleet_agent import (
+    __version__,
+    discovery,
+    gpus,
+    modelfiles,
+    ondisk,
+    probe,
+    procfs,
+    redact,
+    trim,
+)
 from fleet_agent.config import AgentConfig, ServerOverride
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
@@ -249,6 +259,7 @@ def _process_fields(root: Path, proc: discovery.ServerProcess, owners: dict[int,
         "port": proc.port,
         "listen_ports": sorted(proc.listen_ports or []),
         "model_revision": ondisk.model_revision(root, proc),
+        "model_files": modelfiles.model_files(root, proc),
         "discovered": True,
         "errors": errors,
     }
