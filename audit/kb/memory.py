@@ -8,7 +8,8 @@ the parallelism and the engine flags. The arithmetic follows what vLLM does at s
 
 * budget = GPU memory x ``gpu_memory_utilization``;
 * weights per GPU = weights / (TP x PP); a drafter's weights / its TP;
-* activation peak of the profiling run = 0.8 GiB per 1024 tokens of the profiling batch
+* activation peak of the profiling run from the shapes (:func:`activation_bytes_per_token`),
+  else 0.8 GiB per 1024 tokens of the profiling batch
   (``max_num_batched_tokens``; with chunked prefill off, a whole ``max_model_len`` prompt),
   and a runtime reserve of 1.5 GiB (CUDA context, NCCL, CUDA graphs). Both are the line
   calibrated in :mod:`audit.kb.geometry` on seed 000 (Gemma 4 31B, within 4 %) and case 038
@@ -40,6 +41,10 @@ from audit.kb.geometry import (
 from audit.kb.modelparams import BYTES_PER_PARAM
 
 _GIB = 2**30
+#: Non-torch memory (CUDA context, NCCL): 0.35-0.39 GiB logged in vllm#10517 and case 038;
+#: plus ~0.6 GiB of CUDA-graph headroom (estimate, not sourced) when activations come from
+#: the shapes.
+RUNTIME_GIB = 1.0
 _KV_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
              "fp8_inc": 1, "fp8_ds_mla": 1, "int8_per_token_head": 1, "fp8_per_token_head": 1,
              "nvfp4": 0.5, "float32": 4}
@@ -142,7 +147,8 @@ def memory_budget(geom: dict[str, Any], *, weights_bytes: int | None, quant: str
                   util: float | None, kv_cache_dtype: str | None, max_model_len: int | None,
                   max_num_batched_tokens: int | None, chunked_prefill: bool | None,
                   block_size: int | None, draft_tp: int | None = None,
-                  engine_cache: dict[str, Any] | None = None) -> dict[str, Any]:
+                  engine_cache: dict[str, Any] | None = None,
+                  weights_source: str | None = None) -> dict[str, Any]:
     """The ``memory`` context block (keys of :func:`_empty`; see the module docstring)."""
     out = _empty()
     out.update(gpu_memory_gib=memory_gib, gpu_memory_utilization=util,
@@ -154,9 +160,11 @@ def memory_budget(geom: dict[str, Any], *, weights_bytes: int | None, quant: str
         out["kv_bytes_per_token"] = sum(by_kind.values())
         out["state_bytes_per_seq"] = state_bytes_per_seq(geom, tp, pp, dtype_b)
     weights, how = weights_per_gpu(geom, weights_bytes, quant, tp, pp)
+    how = weights_source if weights_source and weights_bytes else how
     out.update(weights_gib=_r(weights), weights_source=how, estimate=how.startswith("estimate"))
     out["drafter_gib"] = _r((drafter_bytes or 0) / max(1, draft_tp or tp) / _GIB)
-    _profile(out, max_num_batched_tokens, chunked_prefill, max_model_len)
+    _profile(out, max_num_batched_tokens, chunked_prefill, max_model_len,
+             activation_bytes_per_token(geom, tp))
     _engine(out, engine_cache)
     if memory_gib is None or util is None or weights is None:
         out["notes"].append("the budget needs GPU memory, utilisation and the weights' size")
@@ -181,16 +189,37 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
+def activation_bytes_per_token(geom: dict[str, Any], tp: int) -> float | None:
+    """Peak activation bytes per token of the profiling batch, per GPU, from the shapes:
+    ``1.2 x 2 B x (2 x intermediate / TP + 4 x hidden)`` (gate+up of the MLP, the residual
+    stream and attention in/out, 20 %% allocator slack). MoE layers use the active experts'
+    width. Fitted on vllm#10517 (Llama 3.1 8B, V0: 2.06 GiB at 20000 tokens, 2.99 GiB at
+    29000 vs 2.07 / 2.98 logged). None when the shapes are missing."""
+    hidden = geom.get("hidden_size")
+    inter = geom.get("intermediate_size")
+    if geom.get("is_moe") and geom.get("moe_intermediate_size"):
+        inter = geom["moe_intermediate_size"] * (geom.get("active_experts") or 1)
+    if not hidden or not inter:
+        return None
+    return 1.2 * 2 * (2 * inter / max(1, tp) + 4 * hidden)
+
+
 def _profile(out: dict[str, Any], batched: int | None, chunked: bool | None,
-             max_model_len: int | None) -> None:
-    tokens = batched or 2048
+             max_model_len: int | None, per_token: float | None) -> None:
+    tokens = batched
+    if tokens is None:  # V0 without chunked prefill: one max_model_len prompt (>= 2048)
+        tokens = max(max_model_len or 0, 2048) if chunked is not True else 2048
     if chunked is False and max_model_len:
         tokens = max(tokens, max_model_len)
         out["notes"].append(f"chunked prefill off: the profiling batch is one {tokens}-token "
                             "prompt")
     out["profile_tokens"] = tokens
-    out["activation_gib"] = _r(OVERHEAD_PER_1K_TOKENS_GIB * tokens / 1024)
-    out["runtime_gib"] = OVERHEAD_BASE_GIB
+    if per_token:
+        out["activation_gib"] = _r(per_token * tokens / _GIB)
+        out["runtime_gib"] = RUNTIME_GIB
+    else:  # no shapes: the Gemma 4 calibrated line of audit.kb.geometry
+        out["activation_gib"] = _r(OVERHEAD_PER_1K_TOKENS_GIB * tokens / 1024)
+        out["runtime_gib"] = OVERHEAD_BASE_GIB
 
 
 def _engine(out: dict[str, Any], cache: dict[str, Any] | None) -> None:
@@ -208,8 +237,11 @@ def _pool(out: dict[str, Any], geom: dict[str, Any], memory_gib: float, util: fl
     budget = memory_gib * util
     used = out["weights_gib"] + out["drafter_gib"] + out["activation_gib"] + out["runtime_gib"]
     kv_gib = budget - used
-    out.update(budget_gib=_r(budget), kv_gib=_r(kv_gib), known=True,
-               fits_weights=kv_gib > 0, free_gib=_r(memory_gib - budget))
+    # Weights "fit" when they load (weights + drafter + runtime within the budget); the
+    # activations of the profiling run then decide whether any KV is left (kv_gib).
+    fits = budget - out["weights_gib"] - out["drafter_gib"] - out["runtime_gib"] > 0
+    out.update(budget_gib=_r(budget), kv_gib=_r(kv_gib), known=True, fits_weights=fits,
+               free_gib=_r(memory_gib - budget))
     out["arithmetic"].append(
         f"{memory_gib:.1f} GiB x {util} = {budget:.2f} GiB budget; - weights "
         f"{out['weights_gib']:.2f} - drafter {out['drafter_gib']:.2f} - activations "
@@ -223,12 +255,35 @@ def _pool(out: dict[str, Any], geom: dict[str, Any], memory_gib: float, util: fl
         out["arithmetic"].append(f"{kv_gib:.2f} GiB / {per_token:.0f} B per token = "
                                  f"{out['kv_capacity_tokens']} tokens of KV")
     if state:
-        out["state_capacity_seqs"] = int(kv_bytes / state)
-        out["arithmetic"].append(f"linear/Mamba state {state / 2**20:.1f} MiB per sequence: "
-                                 f"at most {out['state_capacity_seqs']} sequences")
+        _hybrid_blocks(out, geom, kv_bytes)
     _request(out, geom, kv_bytes, block)
     if out["engine_kv_tokens"] and out["kv_capacity_tokens"]:
         out["engine_vs_estimate"] = round(out["engine_kv_tokens"] / out["kv_capacity_tokens"], 2)
+
+
+def _hybrid_blocks(out: dict[str, Any], geom: dict[str, Any], kv_bytes: float) -> None:
+    """Hybrid models share one block pool (vLLM ``HybridKVCacheCoordinator``): every cached
+    layer gets one page per block, the page fits one sequence's linear/Mamba state, and the
+    attention block size grows (multiple of 16) until its page is as large. Each running
+    sequence needs one block per state layer: ``state_capacity_seqs`` = blocks (the number
+    in "max_num_seqs (N) exceeds available Mamba cache blocks (M)", vllm#49064)."""
+    counts = geom["layer_counts"]
+    state_layers = counts["linear"] + counts["mamba"]
+    attn_layers = counts["full"] + counts["sliding"] + counts["mla"]
+    per_layer_state = out["state_bytes_per_seq"] / max(1, state_layers)
+    per_token_layer = out["kv_bytes_per_token"] / max(1, attn_layers) if attn_layers else 0.0
+    block = 16
+    if per_token_layer:
+        block = max(16, math.ceil(per_layer_state / per_token_layer / 16) * 16)
+    page = max(per_layer_state, per_token_layer * block)
+    blocks = int(kv_bytes / (page * (state_layers + attn_layers)))
+    out["state_capacity_seqs"] = blocks
+    if attn_layers:
+        out["kv_capacity_tokens"] = blocks * block
+    out["arithmetic"].append(
+        f"hybrid pool: page {page / 2**20:.2f} MiB x {state_layers + attn_layers} layers per "
+        f"block -> {blocks} blocks = at most {blocks} running sequences "
+        f"({block}-token attention blocks)")
 
 
 def _request(out: dict[str, Any], geom: dict[str, Any], kv_bytes: float, block: int) -> None:

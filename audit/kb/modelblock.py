@@ -86,10 +86,11 @@ def memory_block(model: dict[str, Any], flags: dict[str, Any], *, tp: int, pp: i
                  row: dict[str, Any] | None = None) -> dict[str, Any]:
     """``memory`` for one server (see :mod:`audit.kb.memory`)."""
     arch, files = model["arch"], model["files"]
-    weights = files["weights_bytes"]
+    weights, source = files["weights_bytes"], None
     if weights is None and row is not None:  # a sourced table figure beats a shape estimate
         table_gib = weight_gib(row, model["quantization"])
-        weights = int(table_gib * _GIB * tp * pp) if table_gib else None
+        weights = int(table_gib * _GIB) if table_gib else None
+        source = f"models.yaml {row.get('key')} weights_gb" if weights else None
     spec = model["speculative"]
     drafter = files["speculator_weights_bytes"] or int(drafter_gib(spec.get("model")) * _GIB)
     util = flags.get("gpu_memory_utilization")
@@ -102,7 +103,8 @@ def memory_block(model: dict[str, Any], flags: dict[str, Any], *, tp: int, pp: i
         max_num_batched_tokens=_int(flags.get("max_num_batched_tokens")),
         chunked_prefill=flags.get("enable_chunked_prefill"),
         block_size=_int(flags.get("block_size")),
-        draft_tp=_int(spec.get("draft_tensor_parallel_size")), engine_cache=engine_cache)
+        draft_tp=_int(spec.get("draft_tensor_parallel_size")), engine_cache=engine_cache,
+        weights_source=source)
 
 
 def _int(value: Any) -> int | None:

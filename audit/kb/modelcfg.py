@@ -141,7 +141,8 @@ def _empty() -> dict[str, Any]:
             "kv_lora_rank", "qk_rope_head_dim", "experts", "active_experts",
             "max_position_embeddings", "rope_scaling", "torch_dtype", "quant_method",
             "params_b", "active_params_b", "hidden_size", "conv_state_elements",
-            "ssm_state_elements", "ssm_state_dtype_bytes")
+            "ssm_state_elements", "ssm_state_dtype_bytes", "intermediate_size",
+            "moe_intermediate_size")
     out: dict[str, Any] = dict.fromkeys(keys)
     out.update(known=False, layer_counts={"full": 0, "sliding": 0, "mla": 0, "linear": 0,
                                           "mamba": 0}, is_mla=False, is_sparse_mla=False,
@@ -171,6 +172,8 @@ def geometry_from_config(config: dict[str, Any] | None) -> dict[str, Any]:
     quant = config.get("quantization_config")
     out["quant_method"] = quant.get("quant_method") if isinstance(quant, dict) else None
     _attention(out, cfg)
+    out["intermediate_size"] = _first(cfg, "intermediate_size", "ffn_hidden_size")
+    out["moe_intermediate_size"] = _first(cfg, "moe_intermediate_size")
     out["experts"], out["active_experts"] = _moe(cfg)
     out["is_moe"] = out["experts"] is not None
     _states(out, cfg)
