@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from audit.kb import metrics as metrics_mod
+from audit.kb.backends import attention_block
 from audit.kb.catalogue import decide
 from audit.kb.flags import ParsedArgv, effective_flags, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
@@ -341,6 +342,9 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         util=flags.get("gpu_memory_utilization")
         if isinstance(flags.get("gpu_memory_utilization"), float) else None,
         spec_model=model["speculative"]["model"])
+    model["attention"] = attention_block(
+        flags.get("attention_backend"), model["arch"], gpu.get("cc"),
+        flags.get("kv_cache_dtype"), vllm["version"])
     memory = memory_block(model, flags, tp=tp, pp=pp, gpu=gpu,
                           engine_cache=_engine_cache(server), row=row)
     return {

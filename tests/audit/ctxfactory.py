@@ -204,6 +204,8 @@ def _model_decision_keys(ctx: dict[str, Any]) -> None:
     model.setdefault("files", {"available": False, "source": None, "weights_bytes": None,
                                "weights_dtype": None, "quantization_config": None,
                                "speculator_weights_bytes": None, "errors": []})
+    model.setdefault("attention", {"forced": None, "problems": [], "can_serve": None,
+                                   "would_serve": []})
     ctx.setdefault("memory", empty_memory())
 
 

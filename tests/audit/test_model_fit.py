@@ -26,7 +26,8 @@ import casekit  # noqa: E402
 CASES = Path(__file__).resolve().parent / "model_cases"
 EXPECTED = {"201": ("mf-weights-do-not-fit", "critical"),
             "202": ("mf-max-model-len-above-kv-pool", "high"),
-            "203": ("mf-mxfp4-below-ampere", "critical")}
+            "203": ("mf-mxfp4-below-ampere", "critical"),
+            "204": ("mf-forced-attention-backend-cannot-serve", "critical")}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.2, "count": 1}
 
 
@@ -146,3 +147,23 @@ def test_weights_rule_replaces_the_headroom_rule_when_nothing_fits(kb):
     path = next(CASES.glob("201-*.json"))
     fired = _fired(kb, casekit.case_to_report(path))
     assert "up-weights-leave-no-kv-headroom" not in fired
+
+
+def test_backend_limits_are_data_and_name_the_backends_that_would_serve():
+    from audit.kb.backends import attention_block
+    from audit.kb.modelcfg import geometry_from_config
+
+    def arch(name):
+        config = json.loads((casekit.MODEL_CONFIGS / f"{name}.json").read_text())
+        return geometry_from_config(config)
+
+    mla = attention_block("flash_attn", arch("deepseek-v3"), 9.0, None, "0.28.0")
+    assert mla["can_serve"] is False and "MLA" in mla["problems"][0]
+    assert "TRITON_MLA" in mla["would_serve"] and "FLASH_ATTN" not in mla["would_serve"]
+    volta = attention_block("FLASH_ATTN", arch("llama-3.1-8b"), 7.0, None, "0.28.0")
+    assert "compute capability 8.0" in volta["problems"][0]
+    old_fp8 = attention_block("FLASH_ATTN", arch("llama-3.1-8b"), 9.0, "fp8", "0.26.0")
+    assert old_fp8["can_serve"] is False
+    assert attention_block("FLASH_ATTN", arch("llama-3.1-8b"), 9.0, "fp8", "0.28.0")[
+        "can_serve"] is True
+    assert attention_block(None, arch("llama-3.1-8b"), 9.0, None, "0.28.0")["can_serve"] is None
