@@ -135,7 +135,7 @@ def _empty() -> dict[str, Any]:
             "kv_gib", "kv_bytes_per_token", "state_bytes_per_seq", "kv_capacity_tokens",
             "state_capacity_seqs", "max_model_len", "request_gib", "max_concurrency",
             "single_request_max_tokens", "fits_weights", "fits_one_request",
-            "engine_kv_tokens", "engine_vs_estimate", "free_gib")
+            "engine_kv_tokens", "engine_vs_estimate", "free_gib", "arithmetic_text")
     out: dict[str, Any] = dict.fromkeys(keys)
     out.update(known=False, estimate=False, kv_bytes_by_kind={}, arithmetic=[], bar=[],
                notes=[])
@@ -149,7 +149,24 @@ def memory_budget(geom: dict[str, Any], *, weights_bytes: int | None, quant: str
                   block_size: int | None, draft_tp: int | None = None,
                   engine_cache: dict[str, Any] | None = None,
                   weights_source: str | None = None) -> dict[str, Any]:
-    """The ``memory`` context block (keys of :func:`_empty`; see the module docstring)."""
+    """The ``memory`` context block (keys of :func:`_empty`; see the module docstring);
+    ``arithmetic_text`` is ``arithmetic`` joined with "; " for messages."""
+    out = _budget(geom, weights_bytes=weights_bytes, quant=quant, drafter_bytes=drafter_bytes,
+                  tp=tp, pp=pp, memory_gib=memory_gib, util=util,
+                  kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
+                  max_num_batched_tokens=max_num_batched_tokens,
+                  chunked_prefill=chunked_prefill, block_size=block_size, draft_tp=draft_tp,
+                  engine_cache=engine_cache, weights_source=weights_source)
+    out["arithmetic_text"] = "; ".join(out["arithmetic"]) or None
+    return out
+
+
+def _budget(geom: dict[str, Any], *, weights_bytes: int | None, quant: str | None,
+            drafter_bytes: int | None, tp: int, pp: int, memory_gib: float | None,
+            util: float | None, kv_cache_dtype: str | None, max_model_len: int | None,
+            max_num_batched_tokens: int | None, chunked_prefill: bool | None,
+            block_size: int | None, draft_tp: int | None,
+            engine_cache: dict[str, Any] | None, weights_source: str | None) -> dict[str, Any]:
     out = _empty()
     out.update(gpu_memory_gib=memory_gib, gpu_memory_utilization=util,
                max_model_len=max_model_len)
