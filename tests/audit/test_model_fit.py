@@ -27,7 +27,9 @@ CASES = Path(__file__).resolve().parent / "model_cases"
 EXPECTED = {"201": ("mf-weights-do-not-fit", "critical"),
             "202": ("mf-max-model-len-above-kv-pool", "high"),
             "203": ("mf-mxfp4-below-ampere", "critical"),
-            "204": ("mf-forced-attention-backend-cannot-serve", "critical")}
+            "204": ("mf-forced-attention-backend-cannot-serve", "critical"),
+            "205": ("mf-mxfp4-below-ampere", "critical"),
+            "206": ("mf-max-model-len-above-kv-pool", "high")}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.2, "count": 1}
 
 
