@@ -48,3 +48,14 @@ def test_a_hybrid_models_max_num_seqs_goes_under_its_state_blocks():
     out = recommend_server(server, report)
     seqs = int(_diff(out)["--max-num-seqs"]["recommended"])
     assert 1 <= seqs < 1024
+
+
+def test_a_gemma4_served_from_a_bare_path_keeps_its_gemma4_parsers():
+    # issue 13 item 5: the family comes from config.json, so the parsers are not "wrong"
+    report, server = _report_for(["vllm", "serve", "/model", "--reasoning-parser", "gemma4",
+                                  "--tool-call-parser", "gemma4", "--enable-auto-tool-choice"],
+                                 "gemma-4-31b-it")
+    out = recommend_server(server, report)
+    diff = _diff(out)
+    for flag in ("--reasoning-parser", "--tool-call-parser"):
+        assert diff.get(flag, {}).get("recommended", "gemma4") == "gemma4", diff.get(flag)
