@@ -92,24 +92,45 @@ def process_ids(root: Path, pid: int) -> ProcessIds | None:
                       gids=frozenset(fields["Gid"][1:4] + fields.get("Groups", [])))
 
 
-def readable_by(path: Path, ids: ProcessIds | None) -> bool:
-    """True when a process with ``ids`` may read ``path`` (mode bits of the final target).
+def _allowed(st: os.stat_result, ids: ProcessIds | None, bits: tuple[int, int, int]) -> bool:
+    """Owner/group/other permission check of ``st`` for ``ids`` (``bits``: usr, grp, oth)."""
+    usr, grp, oth = bits
+    if ids is None:
+        return bool(st.st_mode & oth)
+    if 0 in ids.uids:
+        return True
+    if st.st_uid in ids.uids:
+        return bool(st.st_mode & usr)
+    if st.st_gid in ids.gids:
+        return bool(st.st_mode & grp)
+    return bool(st.st_mode & oth)
 
-    ``ids`` None: world-readable only. uid 0 reads everything (as the kernel allows root).
+
+def readable_by(path: Path, ids: ProcessIds | None, within: Path | None = None) -> bool:
+    """True when a process with ``ids`` may read ``path``: read permission on the final
+    target and search (x) permission on every directory from ``within`` (the process's root
+    as the agent sees it) down to it, as the kernel would check for that process.
+
+    ``ids`` None: world-readable/searchable only. uid 0 reads everything.
     """
     try:
         st = os.stat(path)
     except OSError:
         return False
-    if ids is None:
-        return bool(st.st_mode & stat.S_IROTH)
-    if 0 in ids.uids:
+    if not _allowed(st, ids, (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)):
+        return False
+    if within is None:
         return True
-    if st.st_uid in ids.uids:
-        return bool(st.st_mode & stat.S_IRUSR)
-    if st.st_gid in ids.gids:
-        return bool(st.st_mode & stat.S_IRGRP)
-    return bool(st.st_mode & stat.S_IROTH)
+    search = (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)
+    for parent in path.parents:
+        if parent == within or within not in parent.parents:
+            break
+        try:
+            if not _allowed(os.stat(parent), ids, search):
+                return False
+        except OSError:
+            return False
+    return True
 
 
 class _Reader:
@@ -118,6 +139,7 @@ class _Reader:
     def __init__(self, root: Path, server: ServerProcess):
         self.root, self.server = root, server
         self.ids = process_ids(root, server.pid)
+        self.within = root / "proc" / str(server.pid) / "root"
 
     def host_paths(self, path: str) -> list[Path]:
         return resolve_in_process(self.root, self.server, path)
@@ -125,7 +147,7 @@ class _Reader:
     def read(self, path: str, limit: int) -> bytes | None:
         """At most ``limit`` bytes of the first readable candidate, None when none is."""
         for candidate in self.host_paths(path):
-            if candidate.is_file() and readable_by(candidate, self.ids):
+            if candidate.is_file() and readable_by(candidate, self.ids, self.within):
                 data = procfs.read_bytes(candidate, limit)
                 if data is not None:
                     return data
@@ -134,7 +156,7 @@ class _Reader:
     def shard_sizes(self, directory: str) -> int | None:
         """Sum of ``*.safetensors`` sizes in ``directory``, None when there are none."""
         for candidate in self.host_paths(directory):
-            if not candidate.is_dir() or not readable_by(candidate, self.ids):
+            if not candidate.is_dir() or not readable_by(candidate, self.ids, self.within):
                 continue
             names = sorted(glob.glob(str(candidate / "*.safetensors")))[:MAX_SHARDS]
             sizes = []

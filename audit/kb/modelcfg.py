@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from audit.kb.modelparams import estimate_params
+
 _TEXT_KEYS = ("text_config", "llm_config", "language_config", "thinker_config")
 _KIND = {"full_attention": "full", "attention": "full", "global": "full",
          "sliding_attention": "sliding", "chunked_attention": "sliding", "local": "sliding",
@@ -177,7 +179,6 @@ def geometry_from_config(config: dict[str, Any] | None) -> dict[str, Any]:
     out["experts"], out["active_experts"] = _moe(cfg)
     out["is_moe"] = out["experts"] is not None
     _states(out, cfg)
-    from audit.kb.modelparams import estimate_params  # local: keeps this module short
     out["params_b"], out["active_params_b"] = estimate_params(cfg, out)
     return out
 

@@ -141,3 +141,16 @@ def test_files_the_vllm_user_owns_or_shares_by_group_are_read(node, tmp_path):
     other = modelfiles.ProcessIds(uids=frozenset({7}), gids=frozenset({7}))
     assert not modelfiles.readable_by(own, other)
     assert not modelfiles.readable_by(own, None)  # ids unknown: world-readable only
+
+
+def test_a_world_readable_file_in_a_private_directory_is_not_read(node, run_collect):
+    inner = node.write_file(None, "/home/alice/private/model/config.json", json.dumps(QWEN_CFG))
+    private = inner.parent.parent
+    os.chown(private, 1001, 1001)
+    private.chmod(0o700)
+    pids = node.add_vllm(["vllm", "serve", "/home/alice/private/model"], listen=())
+    _status(node, pids.server, uid=1002, gid=1002)
+    files = _files(run_collect(node, probe_http=False))
+    assert files.config is None
+    private.chmod(0o755)
+    assert _files(run_collect(node, probe_http=False)).config["num_experts"] == 128
