@@ -155,3 +155,27 @@ def _refine(out: dict[str, Any], family: str, how: str, config: dict[str, Any],
                                  f"{by_layers['key']}")
         return
     out.update(family=family, family_source=how)
+
+
+_PARSERS = yaml.safe_load((_DATA.with_name("parsers.yaml")).read_text(encoding="utf-8"))
+
+
+def parser_block(family: str | None, decided: bool, tool: Any, reasoning: Any
+                 ) -> dict[str, Any]:
+    """``model.parsers``: for each family-specific parser in use (``data/parsers.yaml``),
+    whether the decided family is one it serves. ``mismatch`` lists "--flag value (fits
+    families)" strings; empty when the family is undecided or the parser is generic."""
+    out: dict[str, Any] = {"mismatch": [], "tool_fits": None, "reasoning_fits": None}
+    if not decided or not family or family.startswith("gemma4"):
+        return out  # Gemma 4 parsers: up-tool-/up-reasoning-parser-model-mismatch
+    base = family.split("-")[0] if family.startswith(("gemma", "glm4-")) else family
+    for key, flag, value in (("tool_fits", "--tool-call-parser", tool),
+                             ("reasoning_fits", "--reasoning-parser", reasoning)):
+        table = _PARSERS["tool_call_parsers" if key == "tool_fits" else "reasoning_parsers"]
+        fits = table.get(str(value)) if isinstance(value, str) else None
+        if fits is None:
+            continue
+        out[key] = family in fits or base in fits
+        if not out[key]:
+            out["mismatch"].append(f"{flag} {value} (fits {', '.join(fits)})")
+    return out

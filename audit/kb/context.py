@@ -15,7 +15,7 @@ from typing import Any
 
 from audit.kb import metrics as metrics_mod
 from audit.kb.backends import attention_block
-from audit.kb.catalogue import decide
+from audit.kb.catalogue import decide, parser_block
 from audit.kb.flags import ParsedArgv, effective_flags, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
@@ -221,6 +221,8 @@ def model_block(parsed: ParsedArgv, flags: dict[str, Any],
         "multimodal": capable and _multimodal_allowed(flags),
         "speculative": speculative_block(flags.get("speculative_config")),
         "arch": arch, "files": {k: v for k, v in files.items() if k != "config"},
+        "parsers": parser_block(family, decision["family"] is not None,
+                                flags.get("tool_call_parser"), flags.get("reasoning_parser")),
     }
     return block, row
 

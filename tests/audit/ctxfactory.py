@@ -206,6 +206,7 @@ def _model_decision_keys(ctx: dict[str, Any]) -> None:
                                "speculator_weights_bytes": None, "errors": []})
     model.setdefault("attention", {"forced": None, "problems": [], "can_serve": None,
                                    "would_serve": []})
+    model.setdefault("parsers", {"mismatch": [], "tool_fits": None, "reasoning_fits": None})
     ctx.setdefault("memory", empty_memory())
 
 

@@ -169,3 +169,21 @@ def test_backend_limits_are_data_and_name_the_backends_that_would_serve():
     assert attention_block("FLASH_ATTN", arch("llama-3.1-8b"), 9.0, "fp8", "0.28.0")[
         "can_serve"] is True
     assert attention_block(None, arch("llama-3.1-8b"), 9.0, None, "0.28.0")["can_serve"] is None
+
+
+def test_a_family_specific_parser_on_another_family_is_a_finding(kb, tmp_path):
+    # recipes#551 serves Qwen3.6 with --tool-call-parser qwen3_coder --reasoning-parser qwen3;
+    # the same flags on a Llama 3.1 (decided from its config.json) are the wrong family.
+    flags = ["--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder",
+             "--reasoning-parser", "qwen3"]
+    wrong = _fired(kb, _scenario(tmp_path, ["vllm", "serve", "/models/m", *flags],
+                                 "llama-3.1-8b", "0.28.0", [H100]))
+    finding = wrong["mf-parser-family-mismatch"]
+    assert "qwen3_coder" in finding.message and "llama" in finding.message
+    right = _fired(kb, _scenario(tmp_path, ["vllm", "serve", "/models/m", *flags],
+                                 "qwen3.5-35b-a3b", "0.28.0", [H100]))
+    assert "mf-parser-family-mismatch" not in right
+    distill = _fired(kb, _scenario(tmp_path, ["vllm", "serve", "/models/m",
+                                              "--reasoning-parser", "deepseek_r1"],
+                                   "llama-3.1-8b", "0.28.0", [H100]))
+    assert "mf-parser-family-mismatch" not in distill  # R1 distills of Llama use it
