@@ -57,7 +57,8 @@ def family_of_config(config: dict[str, Any]) -> tuple[str | None, str | None]:
                          ("text_config.model_type", text.get("model_type"))):
         if isinstance(value, str) and value in MODEL_TYPES:
             return MODEL_TYPES[value], f"config.json {label} {value}"
-    for arch in config.get("architectures") or []:
+    archs = config.get("architectures")
+    for arch in archs[:8] if isinstance(archs, list) else []:
         squashed = str(arch).lower().replace("_", "")
         for marker, family in _ARCH_HINTS:
             if marker in squashed:

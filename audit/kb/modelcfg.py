@@ -36,6 +36,9 @@ _KIND = {"full_attention": "full", "attention": "full", "global": "full",
          "sliding_attention": "sliding", "chunked_attention": "sliding", "local": "sliding",
          "linear_attention": "linear", "mamba": "mamba", "mamba2": "mamba"}
 _MAMBA_ONLY = {"mamba", "mamba2", "falcon_mamba"}
+#: More layers than any published decoder (~200): a config above it is treated as unknown
+#: rather than expanded layer by layer (the node's config is untrusted input).
+MAX_LAYERS = 4096
 
 
 def _num(value: Any) -> int | None:
@@ -72,7 +75,7 @@ def _layer_kinds(cfg: dict[str, Any], layers: int) -> list[str]:
     pattern = cfg.get("hybrid_override_pattern")
     if isinstance(pattern, str) and pattern:
         # Nemotron-H: M = Mamba2, * = attention, - = MLP, E = MoE (no cache of their own).
-        return [{"M": "mamba", "*": "full"}.get(ch, "none") for ch in pattern]
+        return [{"M": "mamba", "*": "full"}.get(ch, "none") for ch in pattern[:layers]]
     if str(cfg.get("model_type")) in _MAMBA_ONLY:
         return ["mamba"] * layers
     interval = _num(cfg.get("full_attention_interval"))
@@ -164,7 +167,9 @@ def geometry_from_config(config: dict[str, Any] | None) -> dict[str, Any]:
         return out
     cfg = text_config(config)
     out.update(model_type=cfg.get("model_type"), text_model_type=cfg.get("_text_model_type"),
-               architectures=[a for a in config.get("architectures") or [] if isinstance(a, str)],
+               architectures=[a for a in config.get("architectures") or []
+                              if isinstance(a, str)][:8]
+               if isinstance(config.get("architectures"), list) else [],
                multimodal=any(isinstance(config.get(k), dict) for k in
                               ("vision_config", "audio_config", "vision_tower")),
                hidden_size=_first(cfg, "hidden_size", "d_model", "n_embd"),
@@ -187,7 +192,7 @@ def _attention(out: dict[str, Any], cfg: dict[str, Any]) -> None:
     layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
     out.update(layers=layers, num_attention_heads=heads)
-    if not layers:
+    if not layers or layers > MAX_LAYERS:
         return
     hidden = out["hidden_size"]
     head_dim = _first(cfg, "head_dim", "kv_channels") or (hidden // heads if hidden and heads

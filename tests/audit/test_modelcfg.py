@@ -186,3 +186,22 @@ def test_any_family_gets_a_memory_budget_from_the_agents_data_alone():
         assert ctx["model"]["arch"]["known"], name
         assert ctx["memory"]["kv_bytes_per_token"] > 0, name
         assert ctx["model"]["family_decided"], name
+
+
+@pytest.mark.parametrize("config", [
+    {"num_hidden_layers": 10**15, "num_attention_heads": 8, "hidden_size": 64},
+    {"num_hidden_layers": "60", "text_config": [1, 2], "architectures": "Gemma4"},
+    {"num_hidden_layers": 4, "layer_types": ["x"] * 10, "rope_scaling": {"type": "yarn",
+                                                                         "factor": "big"}},
+    {"num_hidden_layers": 2, "num_attention_heads": 0, "kv_lora_rank": -1,
+     "quantization_config": "fp8", "hybrid_override_pattern": "M*" * 5000},
+    {"model_type": "qwen3_next", "num_hidden_layers": 48, "full_attention_interval": 4,
+     "linear_num_value_heads": 1e300, "linear_key_head_dim": 1e300,
+     "linear_value_head_dim": 1, "linear_num_key_heads": 1, "num_attention_heads": 2},
+])
+def test_hostile_configs_never_raise_and_stay_bounded(config):
+    report, server = _report_for(["vllm", "serve", "/m"], None)
+    server["model_files"] = {"config": config, "weights_bytes": 10**30}
+    ctx = build_context(server, report)  # must not raise or hang
+    assert ctx["model"]["arch"]["layers"] is None or ctx["model"]["arch"]["layers"] > 0
+    assert isinstance(ctx["memory"]["notes"], list)
