@@ -116,16 +116,25 @@ def state_bytes_per_seq(geom: dict[str, Any], tp: int, pp: int, dtype_b: float) 
 
 
 def weights_per_gpu(geom: dict[str, Any], weights_bytes: int | None, quant: str | None,
-                    tp: int, pp: int) -> tuple[float | None, str]:
-    """(weights GiB per GPU, how it was found)."""
+                    tp: int, pp: int, ep_shards: int = 1) -> tuple[float | None, str]:
+    """(weights GiB per GPU, how it was found). With expert parallelism over ``ep_shards``
+    data-parallel ranks the routed experts are split TP x DP ways, the rest TP ways
+    (the expert share comes from the config's shapes; without it all weights split TP x PP).
+    """
     shards = max(1, tp) * max(1, pp)
+    experts, params = geom.get("expert_params_b"), geom.get("params_b")
+    share = experts / params if ep_shards > 1 and experts and params else 0.0
+
+    def split(total: float) -> float:
+        return total * (1 - share) / shards + total * share / (shards * ep_shards)
+
+    note = f", experts over {ep_shards} DP ranks" if share else ""
     if weights_bytes:
-        return weights_bytes / shards / _GIB, "weights_bytes reported by the node"
+        return split(weights_bytes) / _GIB, f"weights_bytes reported by the node{note}"
     per_param = BYTES_PER_PARAM.get(quant or "bf16")
-    if geom.get("params_b") and per_param:
-        total = geom["params_b"] * 1e9 * per_param
-        return total / shards / _GIB, (f"estimate: {geom['params_b']}B parameters x "
-                                       f"{per_param} bytes ({quant or 'bf16'})")
+    if params and per_param:
+        return split(params * 1e9 * per_param) / _GIB, (
+            f"estimate: {params}B parameters x {per_param} bytes ({quant or 'bf16'}){note}")
     return None, "weights unknown (no weights_bytes, no parameter count)"
 
 
@@ -148,7 +157,7 @@ def memory_budget(geom: dict[str, Any], *, weights_bytes: int | None, quant: str
                   max_num_batched_tokens: int | None, chunked_prefill: bool | None,
                   block_size: int | None, draft_tp: int | None = None,
                   engine_cache: dict[str, Any] | None = None,
-                  weights_source: str | None = None) -> dict[str, Any]:
+                  weights_source: str | None = None, ep_shards: int = 1) -> dict[str, Any]:
     """The ``memory`` context block (keys of :func:`_empty`; see the module docstring);
     ``arithmetic_text`` is ``arithmetic`` joined with "; " for messages."""
     out = _budget(geom, weights_bytes=weights_bytes, quant=quant, drafter_bytes=drafter_bytes,
@@ -156,7 +165,8 @@ def memory_budget(geom: dict[str, Any], *, weights_bytes: int | None, quant: str
                   kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
                   max_num_batched_tokens=max_num_batched_tokens,
                   chunked_prefill=chunked_prefill, block_size=block_size, draft_tp=draft_tp,
-                  engine_cache=engine_cache, weights_source=weights_source)
+                  engine_cache=engine_cache, weights_source=weights_source,
+                  ep_shards=ep_shards)
     out["arithmetic_text"] = "; ".join(out["arithmetic"]) or None
     return out
 
@@ -166,7 +176,8 @@ def _budget(geom: dict[str, Any], *, weights_bytes: int | None, quant: str | Non
             util: float | None, kv_cache_dtype: str | None, max_model_len: int | None,
             max_num_batched_tokens: int | None, chunked_prefill: bool | None,
             block_size: int | None, draft_tp: int | None,
-            engine_cache: dict[str, Any] | None, weights_source: str | None) -> dict[str, Any]:
+            engine_cache: dict[str, Any] | None, weights_source: str | None,
+            ep_shards: int) -> dict[str, Any]:
     out = _empty()
     out.update(gpu_memory_gib=memory_gib, gpu_memory_utilization=util,
                max_model_len=max_model_len)
@@ -176,7 +187,7 @@ def _budget(geom: dict[str, Any], *, weights_bytes: int | None, quant: str | Non
         out["kv_bytes_by_kind"] = by_kind
         out["kv_bytes_per_token"] = sum(by_kind.values())
         out["state_bytes_per_seq"] = state_bytes_per_seq(geom, tp, pp, dtype_b)
-    weights, how = weights_per_gpu(geom, weights_bytes, quant, tp, pp)
+    weights, how = weights_per_gpu(geom, weights_bytes, quant, tp, pp, ep_shards)
     how = weights_source if weights_source and weights_bytes else how
     out.update(weights_gib=_r(weights), weights_source=how, estimate=how.startswith("estimate"))
     out["drafter_gib"] = _r((drafter_bytes or 0) / max(1, draft_tp or tp) / _GIB)

@@ -104,7 +104,9 @@ def memory_block(model: dict[str, Any], flags: dict[str, Any], *, tp: int, pp: i
         chunked_prefill=flags.get("enable_chunked_prefill"),
         block_size=_int(flags.get("block_size")),
         draft_tp=_int(spec.get("draft_tensor_parallel_size")), engine_cache=engine_cache,
-        weights_source=source)
+        weights_source=source,
+        ep_shards=(_int(flags.get("data_parallel_size")) or 1)
+        if flags.get("enable_expert_parallel") is True else 1)
 
 
 def _int(value: Any) -> int | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit.kb.modelparams import estimate_params
+from audit.kb.modelparams import estimate_params, expert_params
 
 _TEXT_KEYS = ("text_config", "llm_config", "language_config", "thinker_config")
 _KIND = {"full_attention": "full", "attention": "full", "global": "full",
@@ -147,7 +147,7 @@ def _empty() -> dict[str, Any]:
             "max_position_embeddings", "rope_scaling", "torch_dtype", "quant_method",
             "params_b", "active_params_b", "hidden_size", "conv_state_elements",
             "ssm_state_elements", "ssm_state_dtype_bytes", "intermediate_size",
-            "moe_intermediate_size")
+            "moe_intermediate_size", "expert_params_b")
     out: dict[str, Any] = dict.fromkeys(keys)
     out.update(known=False, layer_counts={"full": 0, "sliding": 0, "mla": 0, "linear": 0,
                                           "mamba": 0}, is_mla=False, is_sparse_mla=False,
@@ -185,6 +185,7 @@ def geometry_from_config(config: dict[str, Any] | None) -> dict[str, Any]:
     out["is_moe"] = out["experts"] is not None
     _states(out, cfg)
     out["params_b"], out["active_params_b"] = estimate_params(cfg, out)
+    out["expert_params_b"] = expert_params(cfg, out) if out["params_b"] else None
     return out
 
 

@@ -81,6 +81,17 @@ def _dense_layer_count(cfg: dict[str, Any], geom: dict[str, Any]) -> int:
     return _n(cfg, "first_k_dense_replace") + (len(only) if isinstance(only, list) else 0)
 
 
+def expert_params(cfg: dict[str, Any], geom: dict[str, Any]) -> float | None:
+    """Billions of parameters in routed experts (what expert parallelism shards), or None."""
+    if not geom["is_moe"] or not geom["layers"] or not geom["hidden_size"]:
+        return None
+    size = _n(cfg, "moe_intermediate_size", "expert_intermediate_size") \
+        or _n(cfg, "intermediate_size")
+    moe_layers = geom["layers"] - min(_dense_layer_count(cfg, geom), geom["layers"])
+    return round(geom["experts"] * 3 * geom["hidden_size"] * size * moe_layers / 1e9, 2) \
+        if size else None
+
+
 def estimate_params(cfg: dict[str, Any], geom: dict[str, Any]) -> tuple[float | None,
                                                                        float | None]:
     """(total, active) parameters in billions, None when the shapes are missing."""

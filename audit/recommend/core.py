@@ -165,7 +165,12 @@ def recommend_server(server: dict[str, Any], report: dict[str, Any],
     if ctx["model"].get("family") in _OPERATING_POINT_FAMILIES and ctx["geometry"].get("known") \
             and ctx["gpu"].get("memory_gib"):
         return _gemma_path(plan, ctx, profile, gpus, report, server, kb, env)
-    sized = ctx["model"].get("arch", {}).get("known") and ctx["gpu"].get("memory_gib")
+    # Data-parallel + expert-parallel layouts shard experts over DP ranks; the sizing below
+    # plans TP only, so such servers keep their layout.
+    dp_ep = ctx["flags"].get("enable_expert_parallel") is True \
+        and (ctx["flags"].get("data_parallel_size") or 1) > 1
+    sized = ctx["model"].get("arch", {}).get("known") and ctx["gpu"].get("memory_gib") \
+        and not dp_ep
     if sized:
         misfit = sizing.size_plan(plan, ctx, gpus)
         if misfit:

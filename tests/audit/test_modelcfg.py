@@ -205,3 +205,17 @@ def test_hostile_configs_never_raise_and_stay_bounded(config):
     ctx = build_context(server, report)  # must not raise or hang
     assert ctx["model"]["arch"]["layers"] is None or ctx["model"]["arch"]["layers"] > 0
     assert isinstance(ctx["memory"]["notes"], list)
+
+
+def test_expert_parallel_over_data_parallel_ranks_shards_only_the_experts():
+    # recipes#12: Qwen3-Coder-480B-FP8 served with -dp 8 --enable-expert-parallel on H20s;
+    # here the same layout with the real Qwen3-235B-A22B config (the 480B's is not in the
+    # fixtures): every rank holds all attention/dense weights and 1/8 of the experts.
+    geom = _geom("qwen3-235b-a22b")
+    assert geom["expert_params_b"] == pytest.approx(226, rel=0.03)
+    alone = _budget("qwen3-235b-a22b", quant="fp8")
+    spread = _budget("qwen3-235b-a22b", quant="fp8", ep_shards=8)
+    assert alone["fits_weights"] is False and spread["fits_weights"] is True
+    assert spread["weights_gib"] == pytest.approx(
+        (235.09 - 226) * 1e9 / 2**30 + 226 * 1e9 / 8 / 2**30, rel=0.03)
+    assert "experts over 8 DP ranks" in spread["weights_source"]
