@@ -29,7 +29,9 @@ EXPECTED = {"201": ("mf-weights-do-not-fit", "critical"),
             "203": ("mf-mxfp4-below-ampere", "critical"),
             "204": ("mf-forced-attention-backend-cannot-serve", "critical"),
             "205": ("mf-mxfp4-below-ampere", "critical"),
-            "206": ("mf-max-model-len-above-kv-pool", "high")}
+            "206": ("mf-max-model-len-above-kv-pool", "high"),
+            "207": ("mf-weights-do-not-fit", "critical"),
+            "208": ("mf-mxfp4-below-ampere", "critical")}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.2, "count": 1}
 
 
