@@ -186,6 +186,8 @@ def hf_cache_root(server: ServerProcess, args: list[str]) -> str:
         return download_dir
     if env.get("HF_HUB_CACHE"):
         return env["HF_HUB_CACHE"]
+    if env.get("HUGGINGFACE_HUB_CACHE"):  # the legacy name huggingface_hub still honours
+        return env["HUGGINGFACE_HUB_CACHE"]
     if env.get("HF_HOME"):
         return f"{env['HF_HOME'].rstrip('/')}/hub"
     return f"{env.get('HOME', '/root').rstrip('/')}/.cache/huggingface/hub"

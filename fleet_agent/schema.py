@@ -209,6 +209,34 @@ class MetricsScrape(_Model):
         return value
 
 
+class ModelFiles(_Model):
+    """What the node read from the served model's directory (issue 11); every field optional.
+
+    ``source``: ``hf-cache:<org>/<name>@<40-hex commit>`` or the local directory as the
+    process sees it. ``config``: the parsed ``config.json`` (at most 256 KiB on disk; text
+    sub-configs such as ``text_config`` whole, other sub-configs reduced to their scalars,
+    lists capped at 1024 items). ``generation_config``: ``generation_config.json``.
+    ``quantization_config``: ``config.json``'s ``quantization_config``, else
+    ``hf_quant_config.json``/``quantize_config.json``; ``hf_quant_config``: that side file
+    as read. ``weights_bytes``: bytes of the weights (safetensors index
+    ``metadata.total_size``, else the sum of ``*.safetensors`` sizes). ``weights_dtype``:
+    the quantisation method when quantised (``fp8``, ``awq``, ``mxfp4``...), else
+    ``torch_dtype``. ``speculator``: the same for a local draft model of
+    ``--speculative-config``. ``errors``: what could not be read and why. Files are read
+    only when the vLLM process's own uid could read them (``fleet_agent/modelfiles.py``).
+    """
+
+    source: str | None = Field(default=None, max_length=1024)
+    config: dict[str, Any] | None = None
+    generation_config: dict[str, Any] | None = None
+    quantization_config: dict[str, Any] | None = None
+    hf_quant_config: dict[str, Any] | None = None
+    weights_bytes: int | None = Field(default=None, ge=0)
+    weights_dtype: str | None = Field(default=None, max_length=64)
+    speculator: ModelFiles | None = None
+    errors: list[str] = Field(default_factory=list)
+
+
 class ServerInfo(_Model):
     """One vLLM API-server process (not its EngineCore/worker children)."""
 
@@ -233,6 +261,7 @@ class ServerInfo(_Model):
         default_factory=list, max_length=MAX_PORTS)
     model_revision: str | None = Field(default=None, max_length=255)
     discovered: bool | None = None  # False: declared in the agent config, not seen in /proc
+    model_files: ModelFiles | None = None  # issue 11: the model's config/weights from disk
 
 
 class GpuProcess(_Model):

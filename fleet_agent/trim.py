@@ -101,6 +101,7 @@ def fit(data: dict[str, Any], limit: int = MAX_REPORT_BYTES) -> dict[str, Any]:
                     server.get("pid"), limit)
         if report_size(data) <= limit:
             break
+    _drop_model_files(data, limit)
     return data
 
 
@@ -222,3 +223,15 @@ def conform(data: dict[str, Any]) -> dict[str, Any]:
         log.warning("%d servers found, the first %d reported", len(servers), schema.MAX_SERVERS)
     data["servers"] = servers[:schema.MAX_SERVERS]
     return data
+
+
+def _drop_model_files(data: dict[str, Any], limit: int) -> None:
+    """Last resort: drop the model configs (at most 256 KiB each), largest first."""
+    holders = [s for s in data.get("servers", []) if s.get("model_files")]
+    for server in sorted(holders, key=lambda s: len(json.dumps(s["model_files"])),
+                         reverse=True):
+        if report_size(data) <= limit:
+            return
+        server["model_files"] = None
+        server.setdefault("errors", []).append(
+            f"model_files dropped: the report exceeded the {limit} byte limit")

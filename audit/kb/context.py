@@ -14,9 +14,12 @@ from functools import lru_cache
 from typing import Any
 
 from audit.kb import metrics as metrics_mod
+from audit.kb.backends import attention_block
+from audit.kb.catalogue import decide, parser_block
 from audit.kb.flags import ParsedArgv, effective_flags, parse_argv
-from audit.kb.geometry import INT4_QUANTS, detect_quantization, find_model, geometry_context
+from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
+from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
 from audit.kb.templates import template_context
 from audit.kb.versions import parse_version, version_tuple
 
@@ -187,25 +190,39 @@ def _multimodal_allowed(flags: dict[str, Any]) -> bool:
 
 def model_block(parsed: ParsedArgv, flags: dict[str, Any],
                 server: dict) -> tuple[dict[str, Any], Any]:
-    """``model`` block (without geometry) and the models.yaml row (or None)."""
+    """``model`` block (without geometry) and the geometry row for :func:`geometry_context`.
+
+    The family is decided once (:func:`audit.kb.catalogue.decide`: the node's config.json
+    first, then the name) and ``family_source`` says how; ``arch`` is the config geometry
+    (:mod:`audit.kb.modelcfg`) and ``files`` what the node read from the model directory."""
     hints = _model_hints(parsed, flags, server)
-    row = find_model(*hints)
-    quant, how = detect_quantization(flags.get("quantization"), flags.get("dtype"), *hints)
+    files = files_block(server.get("model_files"))
+    decision = decide(files["config"], hints)
+    arch = model_arch(decision)
+    row = arch.pop("_table_row")
+    quant, how = quant_from_config(flags.get("quantization"), files["config"])
+    if quant is None:
+        quant, how = detect_quantization(flags.get("quantization"), flags.get("dtype"), *hints)
     model_id = flags.get("model")
-    native = (row or {}).get("native_dtype", "bf16")
+    native = (decision["table_row"] or {}).get("native_dtype", "bf16")
     if quant is None and isinstance(model_id, str) and (_HF_REPO_RE.match(model_id) or row):
         quant, how = native, f"no quantization marker: native {native} checkpoint assumed"
-    family = row["family"] if row else ("other" if model_id else None)
-    capable = bool(row and row.get("multimodal"))
+    family = decision["family"] or ("other" if model_id else None)
+    capable = bool((row and row.get("multimodal")) or arch["multimodal"])
     block = {
         "id": model_id, "served_model_name": flags.get("served_model_name"),
-        "hints": hints, "family": family, "table_key": row["key"] if row else None,
+        "hints": hints, "family": family, "family_source": decision["family_source"],
+        "family_decided": decision["family"] is not None,
+        "table_key": (decision["table_row"] or {}).get("key"),
         "is_gemma4": bool(family and family.startswith("gemma4") and family != "gemma4-assistant"),
-        "is_moe": bool(row and row.get("moe")), "quantization": quant,
+        "is_moe": bool((row and row.get("moe")) or arch["is_moe"]), "quantization": quant,
         "quantization_source": how, "is_int4": quant in INT4_QUANTS,
         "multimodal_capable": capable,
         "multimodal": capable and _multimodal_allowed(flags),
         "speculative": speculative_block(flags.get("speculative_config")),
+        "arch": arch, "files": {k: v for k, v in files.items() if k != "config"},
+        "parsers": parser_block(family, decision["family"] is not None,
+                                flags.get("tool_call_parser"), flags.get("reasoning_parser")),
     }
     return block, row
 
@@ -226,8 +243,11 @@ def _apply_env(flags: dict, meta: dict, env: dict) -> None:
             meta["env_overrides"].append(var)
 
 
-def _fill_max_model_len(flags: dict, meta: dict, server: dict, row: Any) -> None:
-    """Unset --max-model-len: /v1/models' effective value, else the model's max positions."""
+def _fill_max_model_len(flags: dict, meta: dict, server: dict, row: Any,
+                        derived: int | None = None, derived_source: str | None = None) -> None:
+    """Unset --max-model-len: /v1/models' effective value, else what vLLM derives from the
+    model's config (``derived``, :func:`audit.kb.memory.derived_max_model_len`), else the
+    table's max positions."""
     if flags.get("max_model_len") is not None or "max_model_len" in meta["set"]:
         return
     cards = server.get("models") or []
@@ -236,6 +256,9 @@ def _fill_max_model_len(flags: dict, meta: dict, server: dict, row: Any) -> None
     if served:
         flags["max_model_len"] = served
         meta["sources"]["max_model_len"] = "GET /v1/models (effective)"
+    elif derived:
+        flags["max_model_len"] = derived
+        meta["sources"]["max_model_len"] = f"default (derived from {derived_source})"
     elif row and row.get("max_position_embeddings"):
         flags["max_model_len"] = row["max_position_embeddings"]
         meta["sources"]["max_model_len"] = "default (model max_position_embeddings, models.yaml)"
@@ -310,7 +333,8 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     meta["mounts"] = dict(parsed.mounts)
     _apply_env(flags, meta, server.get("env") or {})
     model, row = model_block(parsed, flags, server)
-    _fill_max_model_len(flags, meta, server, row)
+    _fill_max_model_len(flags, meta, server, row, model["arch"]["derived_max_model_len"],
+                        model["arch"]["source"])
     model["geometry"] = geometry = geometry_context(
         row, quant=model["quantization"], tp=tp, pp=pp,
         kv_cache_dtype=flags.get("kv_cache_dtype"),
@@ -320,8 +344,14 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         util=flags.get("gpu_memory_utilization")
         if isinstance(flags.get("gpu_memory_utilization"), float) else None,
         spec_model=model["speculative"]["model"])
+    model["attention"] = attention_block(
+        flags.get("attention_backend"), model["arch"], gpu.get("cc"),
+        flags.get("kv_cache_dtype"), vllm["version"])
+    memory = memory_block(model, flags, tp=tp, pp=pp, gpu=gpu,
+                          engine_cache=_engine_cache(server), row=row)
     return {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
+        "memory": memory,
         "template": template_context(server.get("chat_template")),
         "metrics": metrics_block(server, report, history, vllm["restarted"]),
         "geometry": geometry, "host": host_block(report),
@@ -330,6 +360,11 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
                    "started_at": server.get("started_at"), "errors": server.get("errors") or [],
                    "key": server_key(server)},
     }
+
+
+def _engine_cache(server: dict) -> dict[str, Any]:
+    text = _metrics_text(server)
+    return dict(_snapshot(text).cache_config) if text else {}
 
 
 def build_contexts(report: dict[str, Any],

@@ -24,7 +24,7 @@ from audit.kb.engine import SEVERITY_RANK, FindingResult, KnowledgeBase, load_ru
 from audit.kb.flags import parse_argv
 from audit.kb.gpus import describe, server_gpus
 from audit.kb.versions import RELEASE_TIMELINE, version_tuple
-from audit.recommend import asif, gemma, output, repairs
+from audit.recommend import asif, gemma, output, repairs, sizing
 from audit.recommend.plan import Plan
 from audit.recommend.workload import infer_workload
 
@@ -165,11 +165,24 @@ def recommend_server(server: dict[str, Any], report: dict[str, Any],
     if ctx["model"].get("family") in _OPERATING_POINT_FAMILIES and ctx["geometry"].get("known") \
             and ctx["gpu"].get("memory_gib"):
         return _gemma_path(plan, ctx, profile, gpus, report, server, kb, env)
+    # Data-parallel + expert-parallel layouts shard experts over DP ranks; the sizing below
+    # plans TP only, so such servers keep their layout.
+    dp_ep = ctx["flags"].get("enable_expert_parallel") is True \
+        and (ctx["flags"].get("data_parallel_size") or 1) > 1
+    sized = ctx["model"].get("arch", {}).get("known") and ctx["gpu"].get("memory_gib") \
+        and not dp_ep
+    if sized:
+        misfit = sizing.size_plan(plan, ctx, gpus)
+        if misfit:
+            return output.does_not_fit(server, ctx, profile, misfit)
     versions = candidate_versions(kb, ctx["vllm"].get("version"), newest_first=False)
     outcome = search_version(plan, report, server, kb, versions, env)
-    outcome.plan.notes.insert(0, "No seed operating point exists for this model/GPU: the "
-                              "current flags are kept and only what the knowledge base flags "
-                              "above medium is changed.")
+    outcome.plan.notes.insert(0, "No seed operating point exists for this model/GPU: "
+                              + ("TP, max_model_len and max_num_seqs follow the memory budget "
+                                 "of the model's config; other flags are kept"
+                                 if sized else "the current flags are kept")
+                              + " and only what the knowledge base flags above medium is "
+                              "changed.")
     return output.server_result(server, ctx, profile, outcome, kb)
 
 

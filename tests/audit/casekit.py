@@ -231,7 +231,22 @@ def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, A
             argv, version, pid=1000 + int(cid), image=image,
             gpu_uuids=[g["uuid"] for g in report["gpus"]], template=case_template(case),
             metrics=text, mounts=mounts, env=case.get("env") or {}))
+        if case.get("model_config"):
+            report["servers"][-1]["model_files"] = model_files_of(case)
     return report
+
+
+MODEL_CONFIGS = Path(__file__).resolve().parents[1] / "data" / "model_configs"
+
+
+def model_files_of(case: dict[str, Any]) -> dict[str, Any]:
+    """``servers[].model_files`` as the agent would send it for a case naming a real config
+    (``"model_config": "<tests/data/model_configs stem>"``, optional ``"weights_bytes"``).
+    A missing fixture is an error, never a skip."""
+    config = json.loads((MODEL_CONFIGS / f"{case['model_config']}.json").read_text())
+    config.pop("_source", None)
+    return {"source": f"hf-cache:{config.get('_repo', case['model_config'])}@{'0' * 40}",
+            "config": config, "weights_bytes": case.get("weights_bytes"), "errors": []}
 
 
 def all_case_paths() -> list[Path]:

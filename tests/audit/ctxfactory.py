@@ -189,6 +189,27 @@ def _plain() -> dict[str, Any]:
 PRESETS = {"light": _light, "push": _push, "plain": _plain}
 
 
+def _model_decision_keys(ctx: dict[str, Any]) -> None:
+    """Issue 11 keys (``model.arch``/``files``/``family_*``, ``memory``), empty: the presets
+    describe no config.json, so nothing is known beyond the family they name."""
+    from audit.kb.memory import _empty as empty_memory
+    from audit.kb.modelcfg import geometry_from_config
+
+    model = ctx["model"]
+    model.setdefault("family_source", "model name matches models.yaml")
+    model.setdefault("family_decided", model.get("family") not in (None, "other"))
+    arch = geometry_from_config(None)
+    arch.update(source=None, estimate=False, derived_max_model_len=None)
+    model.setdefault("arch", arch)
+    model.setdefault("files", {"available": False, "source": None, "weights_bytes": None,
+                               "weights_dtype": None, "quantization_config": None,
+                               "speculator_weights_bytes": None, "errors": []})
+    model.setdefault("attention", {"forced": None, "problems": [], "can_serve": None,
+                                   "would_serve": []})
+    model.setdefault("parsers", {"mismatch": [], "tool_fits": None, "reasoning_fits": None})
+    ctx.setdefault("memory", empty_memory())
+
+
 def make_context(preset: str = "light", overrides: dict[str, Any] | None = None) -> dict:
     """A complete context for ``preset`` with dotted-path ``overrides`` applied.
 
@@ -196,6 +217,7 @@ def make_context(preset: str = "light", overrides: dict[str, Any] | None = None)
     (raises ``KeyError`` otherwise, so a typo cannot silently add a key).
     """
     ctx = copy.deepcopy(PRESETS[preset]())
+    _model_decision_keys(ctx)
     for path, value in (overrides or {}).items():
         *parents, leaf = path.split(".")
         node = ctx

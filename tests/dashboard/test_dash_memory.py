@@ -1,0 +1,22 @@
+"""The host page shows the model decision, its geometry and the per-GPU memory budget as a
+stacked bar (issue 11)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_host_page_shows_family_geometry_and_the_memory_bar(client, demo_fleet, role_user):
+    host = demo_fleet["hosts"][1]  # PUSH recipe: Gemma 4 31B, TP=2 on two H100s
+    client.force_login(role_user("viewer"))
+    page = client.get(f"/hosts/{host.code}/").content.decode()
+    assert "gemma4-31b" in page and "models.yaml" in page  # how the family was decided
+    assert "60 layers (10 full 50 sliding" in page
+    widths = [float(w) for w in re.findall(r'class="seg seg-\w+" style="width: ([\d.]+)%"',
+                                           page)]
+    assert len(widths) == 5 and sum(widths) == pytest.approx(100, abs=1)
+    assert "GiB for KV" in page  # the arithmetic behind the bar
