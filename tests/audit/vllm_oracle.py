@@ -6,6 +6,8 @@ import json
 from functools import cache
 from pathlib import Path
 
+from packaging.version import Version
+
 ORACLE_DIR = Path(__file__).resolve().parents[1] / "data" / "vllm-ground-truth"
 
 
@@ -22,4 +24,4 @@ def load(name: str) -> dict:
 
 def releases() -> list[str]:
     """The releases the oracle covers, oldest first."""
-    return list(load("flags"))
+    return sorted(load("flags"), key=Version)
