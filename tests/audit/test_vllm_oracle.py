@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
+from vllm_oracle import ORACLE_DIR, load
+from vllm_oracle import releases as oracle_releases
 
 from audit.kb.effective import batch_defaults, effective_flags
 from audit.kb.flags import not_accepted, parse_argv
@@ -19,8 +21,6 @@ from audit.kb.versions import version_tuple
 from audit.kb.vllm_extract.build import negatives, spellings
 from audit.kb.vllm_extract.ground_truth import tables
 from audit.kb.vllm_tables import TABLE_DIR, releases
-from vllm_oracle import ORACLE_DIR, load
-from vllm_oracle import releases as oracle_releases
 
 RELEASES = oracle_releases()
 
