@@ -79,7 +79,7 @@ def table_release(version: str | None) -> tuple[str, str]:
                           f"of {known[0]}")
     release = below[-1]
     if str(base) == release:
-        return release, f"{release}: its own table"
+        return release, f"{version} → rules and defaults of {release} (its own table)"
     return release, f"{version} → rules and defaults of {release}"
 
 
