@@ -165,7 +165,8 @@ def parse_version(raw: str | None) -> VersionInfo:
         return direct
     if lowered in _UNKNOWN_TAGS:
         return VersionInfo(None, text, f"{prefix}floating tag '{tag}': version unknown")
-    if re.fullmatch(r"nightly-(?=[0-9]*[a-f])[0-9a-f]{7,40}", lowered):  # commit id: digits are no date
+    # A commit id (has a hex letter): its digits are no date.
+    if re.fullmatch(r"nightly-(?=[0-9]*[a-f])[0-9a-f]{7,40}", lowered):
         return VersionInfo(None, text, f"{prefix}nightly build of commit {lowered[8:]}: "
                            "version unknown", True, True)
     if "nightly" in lowered:
