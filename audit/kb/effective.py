@@ -17,6 +17,7 @@ from typing import Any
 from packaging.version import Version
 
 from audit.kb.flags import ParsedArgv, not_accepted
+from audit.kb.flags_defaults import REMOVED_FLAGS
 from audit.kb.versions import version_tuple
 from audit.kb.vllm_tables import batch_defaults_for, releases, table, table_release
 
@@ -182,12 +183,17 @@ def effective_flags(parsed: ParsedArgv, version: str | None, gpu_memory_gib: flo
 
 
 def _removed_item(item: dict[str, Any]) -> dict[str, Any]:
-    """A ``flags_meta.removed`` entry (the shape rules and the recommender read)."""
+    """A ``flags_meta.removed`` entry (the shape rules and the recommender read); the
+    replacement advice of flags_defaults.REMOVED_FLAGS when it has a sourced row."""
+    advice = {"--" + key.replace("_", "-"): (replacement, source)
+              for key, _, replacement, source in REMOVED_FLAGS}
+    replacement, source = advice.get(item["flag"], (
+        "see the release notes of vLLM " + item["removed_in"], None))
+    tables = (f"vLLM release tables (audit/kb/data/vllm): accepted by {item['last_accepted']},"
+              f" absent from {item['removed_in']}")
     return {"flag": item["flag"], "removed_in": item["removed_in"],
-            "last_accepted": item["last_accepted"],
-            "replacement": "see the release notes of vLLM " + item["removed_in"],
-            "source": "vLLM release tables (audit/kb/data/vllm): accepted by "
-                      f"{item['last_accepted']}, absent from {item['removed_in']}"}
+            "last_accepted": item["last_accepted"], "replacement": replacement,
+            "source": f"{tables}; {source}" if source else tables}
 
 
 def installed_rejections(parsed: ParsedArgv, running: str | None,
