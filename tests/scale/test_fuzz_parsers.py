@@ -34,8 +34,8 @@ from hypothesis import strategies as st
 
 from audit.kb.flags import ParsedArgv, effective_flags, parse_argv
 from audit.kb.flags_defaults import KNOWN_FLAGS, SHORT_ALIASES
-from audit.kb.vllm_tables import releases, table
 from audit.kb.metrics import MAX_ERRORS, MetricSnapshot, parse, window
+from audit.kb.vllm_tables import releases, table
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "1000"))
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,
