@@ -33,7 +33,7 @@ FILES = {
         class SchedulerConfig:
             max_num_seqs: int = Field(default=DEFAULT_MAX_NUM_SEQS, ge=1)
             max_num_batched_tokens: int = Field(default=2048)
-            enable_chunked_prefill: bool = True
+            enable_chunked_prefill: SkipValidation[bool] = None  # 0.11 spelling
     """,
     "vllm/config/model.py": """
         class ModelConfig:
@@ -82,6 +82,11 @@ FILES = {
                                    **vllm_kwargs["speculative_config"])
                 group.add_argument("--disable-log-stats", action="store_true")
                 group.add_argument("--swap-space", type=float, default=4, deprecated=True)
+                group.add_argument("--enable-chunked-prefill",
+                                   **scheduler_kwargs["enable_chunked_prefill"])
+                for arg, type in [("--guided-decoding-backend", str),
+                                  ("--guided-decoding-disable-fallback", bool)]:
+                    group.add_argument(arg, type=type, deprecated=True)
                 return parser
 
             @classmethod
@@ -193,6 +198,10 @@ def test_options_every_spelling_type_and_default(tree: Path, tmp_path: Path) -> 
     assert options["--disable-log-stats"]["type"] == "flag(store_true)"
     assert options["--swap-space"]["deprecated"] is True
     assert options["model_tag"]["takes"] == "optional"
+    assert options["--enable-chunked-prefill"]["takes"] == "none"  # SkipValidation[bool]
+    assert options["--guided-decoding-backend"]["deprecated"] is True
+    assert options["--guided-decoding-disable-fallback"]["type"] == "bool(value)"
+    assert options["--guided-decoding-disable-fallback"]["takes"] == "one"
     # frontend fields come from the subclass served by `vllm serve`, customised
     assert options["--port"]["default"] == 8000 and options["--port"]["type"] == "int"
     assert options["--middleware"]["type"] == "append[str]"
@@ -209,7 +218,7 @@ def test_batch_table_config_defaults_spec_and_metrics(tree: Path, tmp_path: Path
     assert picks["h100"]["max_num_batched_tokens"] == {"api_server": 8192, "llm": 16384}
     assert picks["gb10"]["max_num_seqs"]["api_server"] == 256
     assert table["config_defaults"]["gpu_memory_utilization"] == 0.92
-    assert table["config_defaults"]["enable_chunked_prefill"] is True
+    assert table["config_defaults"]["enable_chunked_prefill"] is None  # set at start
     assert table["config_defaults"]["kv_cache_dtype"] == "auto"
     assert table["speculative"]["methods"] == ["eagle3", "mtp", "ngram"]
     assert table["metrics"]["vllm:admission_rejections"]["type"] == "counter"

@@ -173,7 +173,7 @@ def _hint_names(node: ast.AST, aliases: dict[str, ast.AST], depth: int = 0) -> l
             return [("Literal", values)]
         if head in ("Optional", "Union"):
             return [h for e in inner for h in _hint_names(e, aliases, depth + 1)]
-        if head == "Annotated":
+        if head in ("Annotated", "SkipValidation", "Final"):
             return _hint_names(inner[0], aliases, depth + 1)
         if head in ("list", "List", "tuple", "Tuple", "set", "Sequence"):
             names = [h for e in inner for h in _hint_names(e, aliases, depth + 1)
@@ -308,11 +308,11 @@ def read_options(src: SourceTree, classes: dict, aliases: dict) -> dict[str, dic
 
 
 def _customisations(module: ast.Module) -> dict[str, dict[str, Any]]:
-    """``_customize_cli_kwargs`` edits: ``kw["field"]["type"] = json.loads``, ``del
+    """Edits of get_kwargs() results (``_customize_cli_kwargs`` from 0.2x, inline in
+    ``make_arg_parser`` before): ``kw["field"]["type"] = json.loads``, ``del
     kw["field"]["nargs"]`` -> {field: {"type": "json.loads", "nargs": None}}."""
     found: dict[str, dict[str, Any]] = {}
-    for func in [n for n in ast.walk(module) if isinstance(n, ast.FunctionDef)
-                 and n.name == "_customize_cli_kwargs"]:
+    for func in [n for n in ast.walk(module) if isinstance(n, ast.FunctionDef)]:
         for node in ast.walk(func):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else []
             for target in targets:
@@ -428,9 +428,37 @@ def _read_calls(func: ast.AST, sources: dict, classes: dict, aliases: dict, opti
                 _add(options, names, _record_for(node, sources, classes, aliases))
 
 
+def _read_literal_loop(loop: ast.For, options: dict) -> None:
+    """``for arg, type in [("--x", str), …]: add_argument(arg, type=type, deprecated=True)``
+    (0.11's deprecated guided-decoding options)."""
+    if not (isinstance(loop.iter, (ast.List, ast.Tuple)) and isinstance(loop.target, ast.Tuple)):
+        return
+    names = [t.id for t in loop.target.elts if isinstance(t, ast.Name)]
+    calls = [n for n in ast.walk(loop) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument"]
+    if not calls or len(names) != len(loop.target.elts):
+        return
+    for row in loop.iter.elts:
+        if not isinstance(row, ast.Tuple) or len(row.elts) != len(names):
+            continue
+        bound = {n: ast.unparse(v) for n, v in zip(names, row.elts, strict=True)}
+        flag = _literal(row.elts[0])
+        if not (isinstance(flag, str) and flag.startswith("-")):
+            continue
+        record = _explicit(calls[0])
+        for kw in calls[0].keywords:
+            if kw.arg == "type" and ast.unparse(kw.value) in bound:
+                kind = bound[ast.unparse(kw.value)]
+                record["type"] = {"str": "str", "int": "int", "float": "float",
+                                  "bool": "bool(value)"}.get(kind, f"str(custom: {kind})")
+        options.setdefault(flag, {**_finish(record),
+                                  "dest": flag.lstrip("-").replace("-", "_")})
+
+
 def _read_loop(loop: ast.For, sources: dict, classes: dict, aliases: dict,
                options: dict) -> None:
     """``for key, value in x_kwargs.items(): add_argument(f"--{key…}", **value)``."""
+    _read_literal_loop(loop, options)
     iterated = ast.unparse(loop.iter)
     holder = iterated.removesuffix(".items()")
     klass = sources.get(holder)
