@@ -54,3 +54,11 @@ def test_a_removed_flag_on_the_running_release_is_still_high(kb) -> None:
     found = _findings(kb, ["vllm", "serve", "Qwen/Qwen3-8B", "--num-scheduler-steps", "8"],
                       "0.15.1")
     assert found["up-removed-flags"].severity == "high"
+
+
+def test_a_deprecated_option_is_a_low_finding_before_it_is_removed(kb) -> None:
+    argv = ["vllm", "serve", "Qwen/Qwen3-8B", "--disable-log-requests"]
+    found = _findings(kb, argv, "0.15.1")  # deprecated there, gone in 0.19.1
+    assert found["vllm-deprecated-options"].severity == "low"
+    assert "--disable-log-requests" in found["vllm-deprecated-options"].message
+    assert "vllm-deprecated-options" not in _findings(kb, argv, "0.9.2")
