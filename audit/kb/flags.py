@@ -1,16 +1,18 @@
-"""Parse a vLLM server's raw argv into its effective engine configuration.
-
-Two steps, both pure and never raising on odd input:
+"""Parse a vLLM server's raw argv as the running vLLM release would.
 
 1. :func:`parse_argv` finds the launcher (``vllm serve MODEL``, ``vllm serve --model``,
    ``python -m vllm.entrypoints.openai.api_server``, ``python -m vllm.entrypoints.cli.main
    serve``, ``/usr/bin/python3 /venv/bin/vllm serve``, ``docker run … IMAGE ARGS``, bare
-   ``IMAGE ARGS`` container args, ``vllm bench``) and reads the options with vLLM's rules
-   (vllm-facts §4.1): dash/underscore equivalence, ``--flag=value``, ``--no-flag``, short
-   aliases, JSON values and their dotted form, ``1k``/``1K`` numbers, last duplicate wins,
-   ``REDACTED`` kept as a value, ``<...>`` placeholders kept as unknown (None) values.
-2. :func:`effective_flags` fills vLLM's defaults for what argv left unset, per version and GPU,
-   and records where every value came from.
+   ``IMAGE ARGS`` container args, ``vllm bench``) and reads the options with the table of one
+   vLLM release (``audit/kb/data/vllm/<release>.json``, see :mod:`audit.kb.vllm_tables`):
+   every spelling that release accepts (aliases, ``_`` forms, ``--no-x``, 0.33's
+   ``--disable-x``), ``--flag=value``, JSON values and their dotted form, ``1k``/``1K``
+   numbers, last duplicate wins, ``REDACTED`` kept as a value, ``<...>`` placeholders kept
+   as unknown (None) values. An option no known release has never takes the next token.
+2. :func:`not_accepted` lists the options a release refuses; the effective configuration
+   (defaults by release and GPU class) is in :mod:`audit.kb.effective`.
+
+Pure and never raising on odd input.
 """
 
 from __future__ import annotations
