@@ -251,3 +251,15 @@ def test_parsing_and_defaults_never_raise_on_any_argv(argv: list[str], version) 
     flags, meta = effective_flags(parsed, version if version != "junk" else None, None, None)
     assert isinstance(flags["max_num_seqs"], int)
     assert set(meta["set"]) <= set(flags)
+
+
+def test_an_unset_max_model_len_follows_the_release_rule_for_the_model_config() -> None:
+    from audit.kb.effective import derive_max_model_len
+    gemma = {"architectures": ["Gemma4ForConditionalGeneration"],
+             "text_config": {"max_position_embeddings": 262144, "sliding_window": 1024}}
+    assert derive_max_model_len("0.33.0", gemma)[0] == 262144
+    both = {"max_position_embeddings": 32768, "seq_length": 8192}
+    value, source = derive_max_model_len("0.25.1", both)
+    assert value == 8192 and "seq_length" in source  # vLLM takes the smallest key
+    assert derive_max_model_len("0.25.1", {"hidden_size": 4096})[0] == 2048
+    assert derive_max_model_len("0.25.1", None)[0] is None
