@@ -119,7 +119,8 @@ def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
 
     Returns ``{"pid", "base_url", "model", "current", "target", "target_raw", "label",
     "verdict", "reasons", "upstream_issues", "appear", "disappear", "escalate",
-    "deescalate", "unchanged"}``. Raises ``ValueError`` for a target that names no version.
+    "deescalate", "unchanged", "refused_flags"}`` (``refused_flags``: options the target
+    release refuses, from its table). Raises ``ValueError`` for a target that names no version.
     """
     kb = _kb(kb)
     normalised = normalise_target(target)
@@ -130,6 +131,8 @@ def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
     return {"pid": server.get("pid"), "base_url": server.get("base_url"),
             "model": now["flags"].get("model"), "current": now["vllm"].get("version"),
             "target": normalised, "target_raw": target,
+            # Options the target's table refuses (vLLM exits "unrecognized arguments").
+            "refused_flags": then["flags_meta"].get("not_accepted") or [],
             "label": label or f"upgrade to {normalised}",
             **verdict(changes, normalised, kb), **changes}
 

@@ -73,14 +73,17 @@ def flag_rows(ctx: dict[str, Any]) -> list[dict[str, Any]]:
     Flags set on the command line (or by env) come first."""
     flags, sources = ctx["flags"], ctx["flags_meta"].get("sources") or {}
     model = flags.get("model")
-    bare = parse_argv(["vllm", "serve", model] if isinstance(model, str) else ["vllm", "serve"])
+    bare = parse_argv(["vllm", "serve", model] if isinstance(model, str) else ["vllm", "serve"],
+                      ctx["vllm"].get("table_release"))
     defaults, _ = effective_flags(bare, ctx["vllm"].get("version"), ctx["gpu"].get("memory_gib"),
-                                  ctx["gpu"].get("name"))
+                                  ctx["gpu"].get("name"), ctx["gpu"].get("compute_capability"),
+                                  ctx["gpu"].get("vendor"))
+    kinds = ctx["flags_meta"].get("source") or {}
     rows = []
     for name in sorted(flags):
         source = sources.get(name, "argv" if name in ctx["flags_meta"].get("set", []) else "")
         explicit = source == "argv" or source.startswith("env")
-        rows.append({"name": name, "value": show_value(flags[name]),
+        rows.append({"name": name, "value": show_value(flags[name]), "kind": kinds.get(name),
                      "default": show_value(defaults.get(name)), "source": source or "—",
                      "set": explicit, "differs": explicit and flags[name] != defaults.get(name)})
     rows.sort(key=lambda r: (not r["set"], r["name"]))

@@ -16,12 +16,14 @@ from typing import Any
 from audit.kb import metrics as metrics_mod
 from audit.kb.backends import attention_block
 from audit.kb.catalogue import decide, parser_block
+from audit.kb.effective import derive_max_model_len, source_categories
 from audit.kb.flags import ParsedArgv, effective_flags, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
 from audit.kb.templates import template_context
 from audit.kb.versions import parse_version, version_tuple
+from audit.kb.vllm_tables import table_release
 
 _HF_REPO_RE = re.compile(r"^[\w.\-]+/[\w.\-]+$")
 
@@ -115,7 +117,11 @@ def vllm_block(server: dict, image: str | None, history: list[dict] | None) -> d
     unchanged = bool(past) and previous == running["version"] \
         and list(past[-1][1].get("argv") or []) == list(server.get("argv") or []) \
         and _template_sha(past[-1][1]) == _template_sha(server)
+    release, release_note = table_release(running["version"])
+    installed_release = table_release(installed)[0] if installed else None
     return {
+        "table_release": release, "table_note": release_note,
+        "installed_table_release": installed_release,
         "version": running["version"], "version_raw": server.get("vllm_version"),
         "version_note": running["note"], "is_prerelease": running["is_prerelease"],
         "is_nightly": running["is_nightly"], "installed": installed,
@@ -246,8 +252,9 @@ def _apply_env(flags: dict, meta: dict, env: dict) -> None:
 def _fill_max_model_len(flags: dict, meta: dict, server: dict, row: Any,
                         derived: int | None = None, derived_source: str | None = None) -> None:
     """Unset --max-model-len: /v1/models' effective value, else what vLLM derives from the
-    model's config (``derived``, :func:`audit.kb.memory.derived_max_model_len`), else the
-    table's max positions."""
+    model's config (``derived``, :func:`audit.kb.memory.derived_max_model_len`, which applies
+    rope scaling), else the release's rule on a bare ``server["model_config"]``
+    (:func:`audit.kb.effective.derive_max_model_len`), else the models.yaml max positions."""
     if flags.get("max_model_len") is not None or "max_model_len" in meta["set"]:
         return
     cards = server.get("models") or []
@@ -259,6 +266,9 @@ def _fill_max_model_len(flags: dict, meta: dict, server: dict, row: Any,
     elif derived:
         flags["max_model_len"] = derived
         meta["sources"]["max_model_len"] = f"default (derived from {derived_source})"
+    elif isinstance(server.get("model_config"), dict):
+        flags["max_model_len"], meta["sources"]["max_model_len"] = derive_max_model_len(
+            meta["release"], server["model_config"])
     elif row and row.get("max_position_embeddings"):
         flags["max_model_len"] = row["max_position_embeddings"]
         meta["sources"]["max_model_len"] = "default (model max_position_embeddings, models.yaml)"
@@ -322,19 +332,27 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     malformed argv or metrics; problems are listed in ``flags_meta.errors`` /
     ``metrics.errors``.
     """
-    parsed = parse_argv(server.get("argv") or [])
+    argv = server.get("argv") or []
+    parsed = parse_argv(argv)
     image = server.get("container_image") or parsed.container_image
     vllm = vllm_block(server, image, history)
+    if vllm["table_release"] != parsed.release:  # read again as the running release would
+        parsed = parse_argv(argv, vllm["table_release"])
     tp = _int(parsed.values.get("tensor_parallel_size"))
     pp = _int(parsed.values.get("pipeline_parallel_size"))
     gpu = gpu_context(report.get("gpus") or [], server.get("gpu_uuids"), tp * pp)
-    flags, meta = effective_flags(parsed, vllm["version"], gpu["memory_gib"], gpu["name"])
+    flags, meta = effective_flags(parsed, vllm["version"], gpu["memory_gib"], gpu["name"],
+                                  gpu_cc=gpu.get("compute_capability"),
+                                  gpu_vendor=gpu.get("vendor"),
+                                  installed=vllm["installed"] if vllm["pending_upgrade"]
+                                  else None)
     meta["container_image"] = image
     meta["mounts"] = dict(parsed.mounts)
     _apply_env(flags, meta, server.get("env") or {})
     model, row = model_block(parsed, flags, server)
     _fill_max_model_len(flags, meta, server, row, model["arch"]["derived_max_model_len"],
                         model["arch"]["source"])
+    meta["source"] = source_categories(meta["sources"])
     model["geometry"] = geometry = geometry_context(
         row, quant=model["quantization"], tp=tp, pp=pp,
         kv_cache_dtype=flags.get("kv_cache_dtype"),

@@ -37,6 +37,7 @@ This module imports no Django, so ``audit_snapshot``, benchmarks and the ingest 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -159,6 +160,8 @@ class Rule:
     fixed_in: str | None = None
     confirmed_upstream: bool | None = None
     checklist: list[str] = field(default_factory=list)
+    # The condition reads vllm.version / vllm.installed (set by build_rule).
+    version_gated: bool = False
 
 
 class _Formatter(string.Formatter):
@@ -455,6 +458,7 @@ def build_rule(raw: Any, file: str, settings: dict[str, Any]) -> Rule:
         severity=_choice(raw["severity"], SEVERITIES, "severity", v),
         cadence=_choice(raw["cadence"], CADENCES, "cadence", v),
         condition=v.program(raw["condition"], "condition"), message=message,
+        version_gated=bool(re.search(r"vllm\.(version|installed)\b", str(raw["condition"]))),
         remediation=_text(raw, "remediation", v),
         references=[_check_reference(r, v) for r in references],
         last_verified=_as_date(raw["last_verified"], v), file=file,
@@ -544,7 +548,22 @@ class KnowledgeBase:
         for rule in self.rules:
             if cadence is None or rule.cadence == cadence:
                 _run_rule(rule, activation, ctx, findings, failures)
+        self._note_unverified(ctx, findings)
         return Evaluation(findings, failures)
+
+    def _note_unverified(self, ctx: dict[str, Any], findings: list[FindingResult]) -> None:
+        """On a release past ``verified_through``, a version-gated finding says so: the rule
+        still applies (open upstream issues keep open ranges) but nobody re-checked it."""
+        version = (ctx.get("vllm") or {}).get("version")
+        if not fn.version_gt(version, self.verified_through):
+            return
+        gated = {r.id for r in self.rules if r.version_gated}
+        for index, finding in enumerate(findings):
+            if finding.rule_id in gated:
+                findings[index] = dataclasses.replace(
+                    finding, evidence={**finding.evidence, "unverified_on": version},
+                    message=finding.message + f" (Not yet verified on vLLM {version}: this "
+                    f"knowledge base was last checked against {self.verified_through}.)")
 
     def _activation(self, ctx: dict[str, Any]) -> cel.Context:
         vllm = dict(ctx.get("vllm") or {})

@@ -1,4 +1,8 @@
-"""Tables behind :mod:`audit.kb.flags`: known vLLM CLI options, short aliases, removed flags.
+"""Hand tables kept from before the release tables (audit/kb/data/vllm, read by
+:mod:`audit.kb.flags`): ``KNOWN_FLAGS`` renders recommended command lines
+(audit/recommend/plan.py), ``REMOVED_FLAGS`` gives sourced replacement advice for removed
+flags, ``SECRET_FLAGS`` names secret-valued options. Which flags a release accepts, their
+spellings and defaults come from the release tables, never from here.
 
 Types: ``int``, ``float``, ``str``, ``tokens`` (int accepting ``1k``=1000 / ``1K``=1024 /
 ``m``/``g`` suffixes), ``bool`` (``--x`` / ``--no-x`` / ``--x=false``), ``flag`` (plain

@@ -33,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from audit.kb.metrics_names import (
     GAUGE_MEAN,
+    LABELLED,
     LINKED_COUNTERS,
     SAMPLE_INDEX,
     V0_ONLY,
@@ -77,6 +78,9 @@ class MetricSnapshot:
     - `era`: "v0", "v1-early" (V1 engine before the `engine` label), "v1", or "unknown" when
       the text holds no `vllm:` sample at all (e.g. `--disable-log-stats`).
     - `present`: canonical names found; `errors`: parse problems (lines skipped, bad values).
+    - `by_label`: for the series of `metrics_names.LABELLED`, canonical name -> {label value:
+      value summed over the other labels} (admission rejections by reason, waiting requests
+      by reason, tool-parser invocations by outcome).
     """
 
     counters: dict[str, float] = field(default_factory=dict)
@@ -89,6 +93,7 @@ class MetricSnapshot:
     era: str = "unknown"
     present: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
+    by_label: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (``+Inf`` bucket bounds as the string "+Inf"), so the previous
@@ -102,7 +107,7 @@ class MetricSnapshot:
             "per_position_accepted": {str(k): v for k, v in self.per_position_accepted.items()},
             "cache_config": self.cache_config, "model_names": self.model_names,
             "engines": self.engines, "era": self.era, "present": sorted(self.present),
-            "errors": self.errors,
+            "errors": self.errors, "by_label": self.by_label,
         }
 
     @classmethod
@@ -120,7 +125,8 @@ class MetricSnapshot:
                    cache_config=dict(data["cache_config"]),
                    model_names=list(data["model_names"]), engines=list(data["engines"]),
                    era=data["era"], present=set(data["present"]),
-                   errors=list(data["errors"]))
+                   errors=list(data["errors"]),
+                   by_label={k: dict(v) for k, v in (data.get("by_label") or {}).items()})
 
 
 def parse(text: Any) -> MetricSnapshot:
@@ -192,7 +198,7 @@ def _select_lines(body: str, errors: list[str] | None = None,
         names.add(name)
         if not has_engine and 'engine="' in line:
             has_engine = True
-        if name in SAMPLE_INDEX:
+        if name in SAMPLE_INDEX or name in LABELLED:
             if len(line) > MAX_LINE_CHARS or line.count("\\") > MAX_LINE_ESCAPES:
                 if errors is not None:
                     _add_error(errors, f"line {lineno} skipped: {len(line)} characters, "
@@ -278,6 +284,7 @@ class _Aggregator:
 
     def _add(self, sample: Any) -> None:
         name = _normalise(sample.name)
+        self._add_labelled(name, sample)
         entry = SAMPLE_INDEX.get(name)
         if entry is None:
             return
@@ -299,6 +306,18 @@ class _Aggregator:
             self._add_hist(canon, prio, role, labels, value, name)
         elif kind == "perpos":
             self._add_position(labels, value)
+
+    def _add_labelled(self, name: str, sample: Any) -> None:
+        """Keep the per-label-value total of the LABELLED series (e.g. waiting by reason)."""
+        found = LABELLED.get(name)
+        value = float(sample.value)
+        if found is None or not math.isfinite(value):
+            return
+        canon, label = found
+        key = str(sample.labels.get(label, ""))[:64]
+        per_value = self.snap.by_label.setdefault(canon, {})
+        if key in per_value or len(per_value) < 32:  # label values are hostile input
+            per_value[key] = per_value.get(key, 0.0) + value
 
     def _note_labels(self, labels: dict[str, str]) -> None:
         model = labels.get("model_name")

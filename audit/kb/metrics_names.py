@@ -34,6 +34,12 @@ COUNTER_SOURCES: dict[str, list[tuple[str, int]]] = {
     "spec_drafts": [("vllm:spec_decode_num_drafts", 0)],
     "spec_draft_tokens": [("vllm:spec_decode_num_draft_tokens", 0)],
     "spec_accepted_tokens": [("vllm:spec_decode_num_accepted_tokens", 0)],
+    # Added after 0.19 (first release in the wheel tables, audit/kb/data/vllm):
+    # vllm:prompt_tokens_cached 0.19.1, vllm:tool_call_parser_invocations 0.24.0,
+    # vllm:admission_rejections 0.32.0.
+    "prompt_tokens_cached": [("vllm:prompt_tokens_cached", 0)],
+    "tool_parser_invocations": [("vllm:tool_call_parser_invocations", 0)],
+    "admission_rejections": [("vllm:admission_rejections", 0)],
 }
 
 # Counters that must come from the same naming generation (their units changed with the name).
@@ -58,6 +64,21 @@ HISTOGRAM_SOURCES: dict[str, list[tuple[str, int]]] = {
     "queue_time": [("vllm:request_queue_time_seconds", 0), ("vllm:time_in_queue_requests", 1)],
     "prompt_len": [("vllm:request_prompt_tokens", 0)],
     "generation_len": [("vllm:request_generation_tokens", 0)],
+    # Preemptions per finished request (histogram), 0.30.0+.
+    "request_preemptions": [("vllm:request_num_preemptions", 0)],
+}
+
+# Series kept per label value as well (summed over the other labels): sample name ->
+# (canonical name, label). Label values in the 0.33.0 wheel: reason max_num_queued_reqs /
+# max_num_queued_tokens (vllm/v1/metrics/loggers.py ADMISSION_REASONS), waiting reason
+# capacity / deferred (WAITING_REASON_*, 0.20.0+), outcome tool_call / no_tool_call
+# (vllm/parser/metrics.py ToolCallOutcome).
+LABELLED: dict[str, tuple[str, str]] = {
+    "vllm:admission_rejections": ("admission_rejections", "reason"),
+    "vllm:admission_rejections_total": ("admission_rejections", "reason"),
+    "vllm:num_requests_waiting_by_reason": ("requests_waiting", "reason"),
+    "vllm:tool_call_parser_invocations": ("tool_parser_invocations", "outcome"),
+    "vllm:tool_call_parser_invocations_total": ("tool_parser_invocations", "outcome"),
 }
 
 PER_POSITION_BASE = "vllm:spec_decode_num_accepted_tokens_per_pos"

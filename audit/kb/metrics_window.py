@@ -106,6 +106,7 @@ def window(
     for key, canon, q in _PERCENTILES:
         out[key] = histogram_quantile(q, _hist_delta(base, cur, canon))
     out.update(_spec(base, cur))
+    out.update(_admission_and_caching(base, cur, seconds))
     out.update(_cache_config(cur.cache_config))
     out["missing"] = _missing(cur)
     out["errors"] = list(cur.errors)
@@ -131,6 +132,42 @@ def _traffic(base: MetricSnapshot | None, cur: MetricSnapshot, seconds: float | 
         "requests_finished": _as_count(_delta(base, cur, "request_success")),
         "prefix_cache_hit_rate": hit_rate,
         "mm_items": _as_count(_delta(base, cur, "mm_cache_queries")),
+    }
+
+
+def _label_delta(base: MetricSnapshot | None, cur: MetricSnapshot,
+                 canon: str) -> dict[str, float] | None:
+    """Per-label-value counter increase in the window (lifetime when ``base`` is None)."""
+    now = cur.by_label.get(canon)
+    if now is None:
+        return None
+    before = (base.by_label.get(canon) or {}) if base is not None else {}
+    return {k: max(v - before.get(k, 0.0), 0.0) for k, v in sorted(now.items())}
+
+
+def _admission_and_caching(base: MetricSnapshot | None, cur: MetricSnapshot,
+                           seconds: float | None) -> dict[str, Any]:
+    """Metrics added in 0.19-0.33: admission rejections (0.32+, by reason), waiting requests
+    by reason (0.20+), cached prompt tokens (0.19.1+), tool-parser invocations (0.24+, by
+    outcome), preemptions per request (0.30+). None when the exposition lacks them."""
+    rejected = _delta(base, cur, "admission_rejections")
+    cached = _delta(base, cur, "prompt_tokens_cached")
+    prompt = _delta(base, cur, "prompt_tokens")
+    waiting = cur.by_label.get("requests_waiting") or {}
+    outcomes = _label_delta(base, cur, "tool_parser_invocations")
+    preempt = _hist_delta(base, cur, "request_preemptions")
+    return {
+        "admission_rejections": _as_count(rejected),
+        "admission_rejections_per_s": _rate(rejected, seconds),
+        "admission_rejections_by_reason": _label_delta(base, cur, "admission_rejections"),
+        "requests_waiting_capacity": _as_count(waiting.get("capacity")),
+        "requests_waiting_deferred": _as_count(waiting.get("deferred")),
+        "prompt_tokens_cached": _as_count(cached),
+        "prompt_cached_fraction": _ratio(cached, prompt),
+        "tool_parser_invocations": _as_count(_delta(base, cur, "tool_parser_invocations")),
+        "tool_parser_tool_calls": _as_count(outcomes.get("tool_call")) if outcomes else None,
+        "request_preemptions_p99": histogram_quantile(0.99, preempt),
+        "request_preemptions_mean": _ratio(preempt.sum, preempt.count) if preempt else None,
     }
 
 

@@ -7,7 +7,8 @@ Forms handled (all pure string work, never raises):
 * development builds ``0.29.1rc1.dev339+gda9888462`` (local label dropped for ranges);
 * dated nightlies ``nightly-2026-07-01`` / ``nightly-20260701`` -> the development line after
   the last release published on or before that date (timeline: vllm-facts §0);
-* undated nightlies ``nightly``, ``cu130-nightly``, ``nightly-aarch64`` -> unknown, ``is_nightly``;
+* undated nightlies ``nightly``, ``cu130-nightly``, ``nightly-aarch64``, ``nightly-<commit>``
+  -> unknown, ``is_nightly``;
 * pre-release image tags ``gemma4-0505-cu130`` -> mapped by the embedded date when there is
   one (MMDD without a year is read as 2026, the year of the Gemma 4 previews), else unknown;
 * ``latest`` / ``stable`` / ``None`` -> unknown.
@@ -164,6 +165,10 @@ def parse_version(raw: str | None) -> VersionInfo:
         return direct
     if lowered in _UNKNOWN_TAGS:
         return VersionInfo(None, text, f"{prefix}floating tag '{tag}': version unknown")
+    # A commit id (has a hex letter): its digits are no date.
+    if re.fullmatch(r"nightly-(?=[0-9]*[a-f])[0-9a-f]{7,40}", lowered):
+        return VersionInfo(None, text, f"{prefix}nightly build of commit {lowered[8:]}: "
+                           "version unknown", True, True)
     if "nightly" in lowered:
         return _from_dated_tag(lowered, text, prefix, nightly=True)
     embedded = _EMBEDDED_RE.search(lowered)

@@ -82,7 +82,7 @@ def test_k_suffixes_follow_vllm_decimal_and_binary_rules() -> None:
     assert parse_tokens("abc") is None
 
 
-def test_booleans_accept_no_prefix_inline_values_and_legacy_words() -> None:
+def test_booleans_accept_no_prefix_and_inline_values_but_never_swallow_a_word() -> None:
     parsed = parse_argv(["vllm", "serve", "m", "--no-enable-prefix-caching",
                          "--enable-chunked-prefill=False", "--enforce-eager",
                          "--trust-remote-code", "false", "--no-async-scheduling"])
@@ -90,7 +90,8 @@ def test_booleans_accept_no_prefix_inline_values_and_legacy_words() -> None:
     assert values["enable_prefix_caching"] is False
     assert values["enable_chunked_prefill"] is False
     assert values["enforce_eager"] is True
-    assert values["trust_remote_code"] is False
+    # BooleanOptionalAction takes no value: vLLM rejects the stray "false".
+    assert values["trust_remote_code"] is True and parsed.unknown == ["false"]
     assert values["async_scheduling"] is False
 
 
@@ -110,7 +111,7 @@ def test_short_json_and_boolean_aliases_and_optimisation_level() -> None:
     assert parsed.values["speculative_config"] == {"method": "ngram"}
     assert parsed.values["compilation_config"] == {"cudagraph_mode": "FULL"}
     assert parsed.values["enable_expert_parallel"] is True
-    assert parsed.values["optimization_level"] == 3
+    assert parsed.values["optimization_level"] == "3"  # a str option since 0.20 (table)
 
 
 def test_json_flags_and_their_dotted_forms_build_the_same_dict() -> None:
@@ -155,10 +156,11 @@ def test_redacted_secrets_and_placeholders_are_kept_as_such() -> None:
     assert set(parsed.placeholders) == {"model", "speculative_config"}
 
 
-def test_unknown_flags_are_kept_verbatim_and_never_crash() -> None:
-    parsed = parse_argv(["vllm", "serve", "m", "--frobnicate", "7", "--shiny-new-bool",
+def test_unknown_flags_are_kept_verbatim_and_never_swallow_the_next_token() -> None:
+    parsed = parse_argv(["vllm", "serve", "--frobnicate", "m", "--shiny-new-bool",
                          "--port", "9000"])
-    assert parsed.unknown == ["--frobnicate 7", "--shiny-new-bool"]
+    assert parsed.values["model"] == "m"
+    assert parsed.unknown == ["--frobnicate", "--shiny-new-bool"]
     assert parsed.values["port"] == 9000
 
 
@@ -178,9 +180,10 @@ def test_unset_flags_get_defaults_with_their_source() -> None:
     assert "max_num_seqs" in meta["set"] and "kv_cache_dtype" not in meta["set"]
 
 
-def test_gpu_memory_utilization_default_changed_in_0_21() -> None:
-    assert effective(["vllm", "serve", "m"], "0.20.2")[0]["gpu_memory_utilization"] == 0.9
-    assert effective(["vllm", "serve", "m"], "0.21.0")[0]["gpu_memory_utilization"] == 0.92
+def test_gpu_memory_utilization_default_follows_the_release_table() -> None:
+    assert effective(["vllm", "serve", "m"], "0.19.1")[0]["gpu_memory_utilization"] == 0.9
+    assert effective(["vllm", "serve", "m"], "0.20.0")[0]["gpu_memory_utilization"] == 0.92
+    assert effective(["vllm", "serve", "m"], "0.20.2")[0]["gpu_memory_utilization"] == 0.92
 
 
 @pytest.mark.parametrize(("version", "gpu", "seqs", "tokens"), [
@@ -208,9 +211,10 @@ def test_throughput_mode_doubles_defaulted_batch_limits_only() -> None:
 
 def test_removed_flags_are_listed_only_past_their_removal() -> None:
     argv = ["vllm", "serve", "m", "--disable-log-requests", "--enable-reasoning"]
-    assert effective(argv, "0.8.2")[1]["removed"] == []
-    removed = {r["flag"] for r in effective(argv, "0.11.0")[1]["removed"]}
-    assert removed == {"--disable-log-requests", "--enable-reasoning"}
+    assert effective(argv, "0.9.2")[1]["removed"] == []
+    for version in ("0.11.0", "0.15.1", "0.33.0"):  # --disable-log-requests exists there
+        removed = {r["flag"]: r["removed_in"] for r in effective(argv, version)[1]["removed"]}
+        assert removed == {"--enable-reasoning": "0.10.0"}
     assert effective(argv, None)[1]["removed"] == []
 
 
@@ -247,3 +251,15 @@ def test_parsing_and_defaults_never_raise_on_any_argv(argv: list[str], version) 
     flags, meta = effective_flags(parsed, version if version != "junk" else None, None, None)
     assert isinstance(flags["max_num_seqs"], int)
     assert set(meta["set"]) <= set(flags)
+
+
+def test_an_unset_max_model_len_follows_the_release_rule_for_the_model_config() -> None:
+    from audit.kb.effective import derive_max_model_len
+    gemma = {"architectures": ["Gemma4ForConditionalGeneration"],
+             "text_config": {"max_position_embeddings": 262144, "sliding_window": 1024}}
+    assert derive_max_model_len("0.33.0", gemma)[0] == 262144
+    both = {"max_position_embeddings": 32768, "seq_length": 8192}
+    value, source = derive_max_model_len("0.25.1", both)
+    assert value == 8192 and "seq_length" in source  # vLLM takes the smallest key
+    assert derive_max_model_len("0.25.1", {"hidden_size": 4096})[0] == 2048
+    assert derive_max_model_len("0.25.1", None)[0] is None

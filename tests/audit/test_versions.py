@@ -88,3 +88,28 @@ def test_it_never_raises_on_garbage() -> None:
     for raw in ["???", "vllm", "v", "nightly-2026-02-31", "0..1", "x" * 500]:
         info = parse_version(raw)
         assert info.raw == raw
+
+
+@pytest.mark.parametrize(("raw", "table"), [
+    ("0.29.1rc1.dev339+gda9888462", "0.29.0"),
+    ("vllm/vllm-openai:v0.29.1", "0.29.0"),
+    ("v0.30.0rc2", "0.29.0"),            # a 0.30.0 release candidate is not 0.30.0 yet
+    ("0.33.0+cu129", "0.33.0"),
+    ("0.34.2.dev12", "0.33.0"),          # newer than every table: the newest
+    ("0.11.0.post1", "0.11.0"),
+    ("0.12.0", "0.11.0"),                # no 0.12 table: nearest below
+    ("nightly-2026-07-20", "0.24.0"),    # after 0.24.0, before 0.25.1 (release timeline)
+])
+def test_every_reported_version_maps_to_the_nearest_known_release_at_or_below(raw, table):
+    from audit.kb.vllm_tables import table_release
+    info = parse_version(raw)
+    release, note = table_release(info.version)
+    assert release == table
+    assert f"rules and defaults of {table}" in note
+
+
+def test_a_nightly_named_by_commit_is_unknown_not_dated_by_its_digits() -> None:
+    from audit.kb.vllm_tables import releases, table_release
+    info = parse_version("vllm/vllm-openai:nightly-4ba787ec1203")
+    assert info.version is None and info.is_nightly
+    assert table_release(info.version)[0] == releases()[-1]

@@ -130,6 +130,8 @@ def test_the_host_page_shows_flags_with_defaults_and_sources(client, demo_fleet,
                     r"<td><code>(.*?)</code></td><td class=\"small\">(.*?)</td>", page)
     assert row.groups() == ("2", "1", "argv")
     assert "gpu_memory_utilization" in page and "default" in page
+    assert "<strong>default</strong>: default (" in page  # source kind of defaulted flags
+    assert "rules and defaults of" in page  # the release table the version maps to
     assert "<strong>frozen</strong>" in page  # the quant's frozen bundled template
 
 

@@ -155,3 +155,13 @@ def test_plan_cli_exits_2_on_a_target_that_is_not_a_version(tmp_path: Path) -> N
     code = cli.run_plan([_write(tmp_path, seed_report("LIGHT"))], ["stable"], None, "json",
                         io.StringIO(), err)
     assert code == 2 and "not a vLLM version" in err.getvalue()
+
+
+def test_the_planner_lists_the_options_the_target_release_refuses() -> None:
+    report = host_report(H100, 1, serve(AWQ_31B, "--disable-log-requests",
+                                        "--num-scheduler-steps", "8"), version="0.9.2")
+    plan = planner.plan_server(report["servers"][0], report, "0.11.0")
+    assert [(r["flag"], r["removed_in"]) for r in plan["refused_flags"]] == \
+        [("--num-scheduler-steps", "0.11.0")]  # --disable-log-requests exists on 0.11
+    assert "up-removed-flags" in _ids(plan["appear"])
+    assert plan["verdict"] != "safe"

@@ -156,13 +156,13 @@ def test_awq_target_running_mtp_is_moved_to_eagle3_citing_the_zero_acceptance_ru
 
 
 def test_an_unset_flag_shows_the_running_versions_default_marked_as_such() -> None:
-    report = host_report(H100, 1, serve(AWQ_31B), version="0.20.0")
+    report = host_report(H100, 1, serve(AWQ_31B), version="0.19.1")
     item = _only(report, "chat")
     row = next(r for r in item["diff"] if r["flag"] == "--gpu-memory-utilization")
-    assert row["current"] == "0.9 (vLLM 0.20.0 default)"  # 0.92 only from 0.21.0
+    assert row["current"] == "0.9 (vLLM 0.19.1 default)"  # 0.92 from 0.20.0 (wheel table)
     assert row["current_is_default"] is True
     seqs = next(r for r in item["diff"] if r["flag"] == "--max-num-seqs")
-    assert seqs["current"].startswith("1024 (vLLM 0.20.0 default")
+    assert seqs["current"].startswith("1024 (vLLM 0.19.1 default")
 
 
 def test_the_docker_form_runs_the_recommended_release_on_the_replicas_gpus() -> None:

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from audit.kb.flags import ParsedArgv, effective_flags, parse_argv
 from audit.kb.flags_defaults import KNOWN_FLAGS, SHORT_ALIASES
 from audit.kb.metrics import MAX_ERRORS, MetricSnapshot, parse, window
+from audit.kb.vllm_tables import releases, table
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "1000"))
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,
@@ -56,7 +57,18 @@ LAUNCHERS = [
 ]
 LAUNCHER_NAMES = {"vllm serve", "api_server module", "cli module", "docker run",
                   "container args", "vllm bench", "unknown"}
-NUMERIC = sorted(k for k, kind in KNOWN_FLAGS.items() if kind in ("int", "float"))
+
+
+def _numeric(release: str) -> dict[str, str]:
+    """dest -> int|float for the plain numeric options of a release table."""
+    return {o["dest"]: o["type"] for o in table(release)["options"].values()
+            if o["type"] in ("int", "float") and not o["choices"]}
+
+
+# Numeric in both releases the tests read with (0.25.1, and the newest for an unknown version).
+_NUM_OLD, _NUM_NEW = _numeric("0.25.1"), _numeric(releases()[-1])
+NUMERIC_KIND = {k: v for k, v in _NUM_OLD.items() if _NUM_NEW.get(k) == v}
+NUMERIC = sorted(NUMERIC_KIND)
 VALUES = ["0", "1", "-1", "8192", "8k", "8K", "1.5", "0.95", "true", "false", "auto", "<...>",
           "<model>", "REDACTED", '{"method": "eagle3", "num_speculative_tokens": 3}', "{",
           "image=1,video=0", "", " ", "\x00", "1e309", "nan", "--", "-", "=", "ünïcode"]
@@ -151,7 +163,7 @@ def test_a_bad_number_is_kept_raw_with_an_error_naming_its_option(
     option = f"--{key.replace('_', '-')}"
     tokens = [f"{option}={value}"] if inline else [option, value]
     parsed = check_argv(["vllm", "serve", "some/model", *tokens], "0.25.1", 80.0, None)
-    if KNOWN_FLAGS[key] == "float":
+    if NUMERIC_KIND[key] == "float":
         try:
             float(value)
             return  # Python floats accept forms like "1_0" or "  .5 "; those are numbers

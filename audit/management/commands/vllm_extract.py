@@ -1,0 +1,64 @@
+"""``manage.py vllm_extract``: write vLLM release tables (developer tool, never run by tests
+on a real wheel).
+
+* ``vllm_extract WHEEL_OR_SRC_DIR [...] --out audit/kb/data/vllm`` reads each wheel or
+  unpacked source tree statically (``ast``; vLLM is never imported) and writes
+  ``<release>.json`` (release from ``vllm/_version.py``, or ``--release``).
+* ``vllm_extract --ground-truth DIR --out audit/kb/data/vllm`` converts the ground-truth
+  JSON files (one table per release in them).
+
+Check a new table with ``python -m audit.kb.vllm_extract.check WHEEL`` before committing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from audit.kb.vllm_extract import ground_truth
+from audit.kb.vllm_extract.build import build_table
+from audit.kb.vllm_extract.source import extract
+
+
+class Command(BaseCommand):
+    """Extract per-release vLLM tables from wheels, source trees or the ground truth."""
+
+    help = "Write audit/kb/data/vllm/<release>.json from vLLM wheels or source trees."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("sources", nargs="*", help="vLLM wheels or unpacked source dirs")
+        parser.add_argument("--out", required=True, help="folder for <release>.json")
+        parser.add_argument("--release", default=None, help="release name (one source only)")
+        parser.add_argument("--ground-truth", default=None, help="ground-truth JSON folder")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        out = Path(options["out"])
+        try:
+            if options["ground_truth"]:
+                for path in ground_truth.write(Path(options["ground_truth"]), out):
+                    self.stdout.write(f"wrote {path}")
+            for source in options["sources"]:
+                self.stdout.write(f"wrote {write_source(Path(source), out, options['release'])}")
+        except (FileNotFoundError, KeyError, ValueError) as exc:
+            self.stderr.write(f"vllm_extract: {exc}")
+            sys.exit(2)
+
+
+def write_source(source: Path, out: Path, release: str | None = None) -> Path:
+    """Extract one wheel / source tree into ``out/<release>.json``; returns the path.
+    Raises ValueError when the release cannot be named."""
+    facts = extract(source)
+    name = release or facts["release"]
+    if not name:
+        raise ValueError(f"{source}: no vllm/_version.py; pass --release")
+    table = build_table(name, facts["flags"], facts["batch"], facts["metrics"], facts["spec"],
+                        facts["provenance"], facts["config_keys"])
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    return path
