@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("fleet", "0002_server_metrics_snapshot"),
+        ("fleet", "0005_sec_evaluation_attempts"),
     ]
 
     operations = [
