@@ -13,6 +13,7 @@ too. Works without Django (offline tools): then the built-in directories are use
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -37,14 +38,12 @@ class KbDirs(NamedTuple):
 
 
 def _django_setting(name: str) -> Any:
-    try:
-        from django.conf import settings
-
-        if not settings.configured:
-            return None
-        return getattr(settings, name, None)
-    except ImportError:  # the node agent and offline tools may run without Django
+    """A Django setting when this process already runs Django, else None. Never imports
+    Django itself: offline tools and benchmarks load the KB without it."""
+    conf = sys.modules.get("django.conf")
+    if conf is None or not conf.settings.configured:
         return None
+    return getattr(conf.settings, name, None)
 
 
 def installed_bundle_dir() -> Path | None:
