@@ -10,7 +10,7 @@ COPY fleet_agent ./fleet_agent
 RUN pip install '.[server]'
 COPY . .
 # Static files are collected at build time; settings need no secret for that.
-RUN DEBUG=true python manage.py collectstatic --noinput -v0 && chown -R fleet /app/var
+RUN DEBUG=true python manage.py collectstatic --noinput -v0 && mkdir -p /app/var/kb && chown -R fleet /app/var
 USER fleet
 
 EXPOSE 8000

@@ -32,6 +32,12 @@ class Command(BaseCommand):
         except BundleError as exc:
             self.stderr.write(f"kb_update: refused: {exc}")
             sys.exit(1)
+        from django.conf import settings
+
+        if settings.AUDIT_RULES_DIR:
+            self.stderr.write(f"kb_update: warning: AUDIT_RULES_DIR={settings.AUDIT_RULES_DIR} "
+                              f"is set and still wins over the bundle's rules (data tables "
+                              f"come from the bundle)")
         self.stdout.write(f"knowledge base {result.version} active (rules "
                           f"{result.rules_version[:12]}); {result.queued} host report(s) "
                           f"queued for re-evaluation")
