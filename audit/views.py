@@ -315,7 +315,8 @@ def kb_list(request: HttpRequest) -> HttpResponse:
         "rows": rows, "q": q, "verified_through": kb.verified_through, "kb_version": kb.version,
         "stale_count": len(old), "upstream_count": len(upstream),
         "active": kb_status.active_kb(), "fleet_stale": kb_status.freshness(),
-        "coverage": coverage(kb, active_kb_dirs().data),
+        "coverage": coverage(kb, active_kb_dirs().data,
+                             [v for v in [kb_status.newest_running_version()] if v]),
     })
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,10 +97,12 @@ def covers(tests: list[tuple[str, str]], release: str) -> bool:
     return False
 
 
-def known_releases(data_dir: Path, verified_through: str | None) -> list[str]:
+def known_releases(data_dir: Path, verified_through: str | None,
+                   extra: Iterable[str] = ()) -> list[str]:
     """Releases to show, oldest first: the timeline (audit/kb/versions.py), every per-release
-    table ``<data_dir>/vllm/<release>.json``, and ``verified_through``."""
-    names = {version for version, _date, _source in RELEASE_TIMELINE}
+    table ``<data_dir>/vllm/<release>.json``, ``verified_through`` and ``extra`` (e.g. the
+    newest release running in the fleet)."""
+    names = {version for version, _date, _source in RELEASE_TIMELINE} | set(extra)
     names.update(p.stem for p in (data_dir / "vllm").glob("*.json"))
     if verified_through:
         names.add(verified_through)
@@ -125,9 +128,10 @@ def release_dates(data_dir: Path) -> dict[str, str]:
     return dates
 
 
-def coverage(kb: KnowledgeBase, data_dir: Path) -> Coverage:
-    """Rules per release and per family of ``kb`` (see module docstring)."""
-    releases = known_releases(data_dir, kb.verified_through)
+def coverage(kb: KnowledgeBase, data_dir: Path, extra: Iterable[str] = ()) -> Coverage:
+    """Rules per release and per family of ``kb`` (see module docstring); ``extra``:
+    more releases to list (those running in the fleet)."""
+    releases = known_releases(data_dir, kb.verified_through, extra)
     tests = {rule.id: version_tests(rule) for rule in kb.rules}
     every = sum(1 for t in tests.values() if not t)
     try:

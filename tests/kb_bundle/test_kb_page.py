@@ -80,3 +80,4 @@ def test_a_fleet_running_a_newer_vllm_than_the_kb_gets_a_banner(viewer, kb_setti
 
     banner = page.split('id="kb-stale"')[1].split("</div>")[0]
     assert "vLLM 0.33.0 runs in the fleet" in banner and "0.30.0" in banner
+    assert "not yet" in _row(page, "data-release", "0.33.0")
