@@ -12,6 +12,7 @@ Any refusal raises :class:`BundleError` before the symlink or the database chang
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import ipaddress
 import json
 import logging
@@ -156,6 +157,13 @@ def install(source: str) -> InstallResult:
     nothing changed: no symlink swap, no database row, no unpacked directory left behind.
     """
     bundle = kb_bundle.read(fetch(source), public_keys())
+    kb_dir().mkdir(parents=True, exist_ok=True)
+    with open(kb_dir() / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two kb_update runs: the second sees the first
+        return _install_locked(bundle, source)
+
+
+def _install_locked(bundle: kb_bundle.Bundle, source: str) -> InstallResult:
     _refuse_older(bundle)
     staging = kb_dir() / f".staging-{uuid.uuid4().hex}"
     try:
