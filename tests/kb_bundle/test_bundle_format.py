@@ -85,3 +85,23 @@ def test_no_configured_key_refuses_every_bundle(signing_key):
 def test_a_malformed_public_key_setting_names_the_entry():
     with pytest.raises(bundle.BundleError, match=r"AUDIT_KB_PUBLIC_KEYS\[0\]"):
         bundle.parse_public_keys(["not-base64!"])
+
+
+def test_keygen_and_build_commands_make_a_bundle_the_public_key_verifies(tmp_path):
+    import io
+    import stat
+
+    from django.core.management import CommandError, call_command
+
+    call_command("kb_bundle", "keygen", "--out", str(tmp_path), stdout=io.StringIO())
+    pem = tmp_path / "kb-signing.pem"
+    assert stat.S_IMODE(pem.stat().st_mode) == 0o600
+    with pytest.raises(CommandError, match="refusing to overwrite"):
+        call_command("kb_bundle", "keygen", "--out", str(tmp_path), stdout=io.StringIO())
+    out = tmp_path / "kb.kb.json.gz"
+    call_command("kb_bundle", "build", "--key", str(pem), "--out", str(out),
+                 stdout=io.StringIO())
+
+    public = (tmp_path / "kb-signing.pub").read_text().strip()
+    verified = bundle.read(out.read_bytes(), bundle.parse_public_keys([public]))
+    assert verified.manifest["rule_count"] == len(load_rules([BUILTIN_RULES_DIR]).rules)
