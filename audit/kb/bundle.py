@@ -42,7 +42,7 @@ from audit.kb.engine import SETTINGS_FILE, load_rules
 FORMAT = "fleet-audit.kb-bundle/1"
 FORMAT_VERSION = 1
 #: Bundle paths: ``rules/<file>.yaml`` (flat, as load_rules reads a folder) or ``data/<path>``.
-PATH_RE = re.compile(r"^(rules/[\w.-]+\.ya?ml|data/(?:[\w.-]+/)*[\w.-]+)$")
+PATH_RE = re.compile(r"^(rules/[\w.-]+\.ya?ml|data/(?:[\w.+-]+/)*[\w.+-]+)$")
 #: Decompressed size refused above this many bytes (a gzip bomb stops here, not in memory).
 MAX_UNPACKED_BYTES = 256 * 2**20
 
@@ -146,7 +146,7 @@ def collect_files(rules_dir: Path, data_dir: Path) -> dict[str, bytes]:
     for name in files:
         if not PATH_RE.match(name):
             raise BundleError(f"{name}: file name not allowed in a bundle (letters, digits, "
-                              f"'.', '_', '-' only)")
+                              f"'.', '_', '-', '+' only)")
     return files
 
 
