@@ -13,7 +13,7 @@ COPY . .
 RUN DEBUG=true python manage.py collectstatic --noinput -v0
 # The agent wheel nodes install (var/dist) is built here, never inside a web request; the
 # install script embeds its sha256.
-RUN DEBUG=true python manage.py build_agent_wheel && chown -R fleet /app/var
+RUN DEBUG=true python manage.py build_agent_wheel && mkdir -p /app/var/kb && chown -R fleet /app/var
 USER fleet
 
 EXPOSE 8000

@@ -252,7 +252,8 @@ def rules_for(events: Iterable[FindingEvent]) -> dict[str, Rule | None]:
 
 _NOUNS = {Trigger.RISKY_UPGRADE: "Risky upgrade", Trigger.NEW_FINDING: "New finding",
           Trigger.RESOLVED: "Resolved", Trigger.METRIC_ALARM: "Live-metric alarm",
-          Trigger.HOST_SILENT: "Host stopped reporting", Trigger.TEST: "Test message"}
+          Trigger.HOST_SILENT: "Host stopped reporting", Trigger.TEST: "Test message",
+          Trigger.KNOWLEDGE_BASE: "Knowledge base"}
 
 
 def build_message(trigger: str, items: list[AlertItem], delivery: uuid.UUID,

@@ -16,7 +16,8 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from audit.kb.engine import RULES_DIR, KnowledgeBase, load_rules
+from audit.kb.engine import RULES_DIR, KnowledgeBase, load_rules  # noqa: F401 (re-exported)
+from audit.kb.paths import active_kb_dirs
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +26,9 @@ _cache: dict[str, object] = {"signature": None, "kb": None}
 
 
 def rules_dir() -> Path:
-    """Where the rule files live: ``AUDIT_RULES_DIR`` when set, else ``audit/rules``."""
-    from django.conf import settings
-
-    return Path(getattr(settings, "AUDIT_RULES_DIR", None) or RULES_DIR)
+    """Where the rule files live: ``AUDIT_RULES_DIR`` when set, else the installed KB
+    bundle's ``rules/``, else ``audit/rules`` (see :func:`audit.kb.paths.active_kb_dirs`)."""
+    return active_kb_dirs().rules
 
 
 def _signature(directory: Path) -> tuple:

@@ -64,3 +64,23 @@ def check_knowledge_base() -> int:
     every host's latest report for re-evaluation. Returns how many were queued."""
     version, is_new = sync_rules()
     return requeue_fleet(version) if is_new else 0
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def check_kb_freshness() -> int:
+    """Alert once per reason the active knowledge base is stale for the fleet (older than
+    AUDIT_KB_MAX_AGE_DAYS, or a running vLLM newer than its verified_through). Returns the
+    deliveries created."""
+    from audit.kb_status import alert_if_stale
+
+    return alert_if_stale()
+
+
+@shared_task(acks_late=True, ignore_result=True, time_limit=600, soft_time_limit=540)
+def watch_upstream() -> dict[str, int]:
+    """Re-read the GitHub issues/PRs the rules cite; alert once per close/merge that happened
+    after a citing rule's last_verified (opt-in: beat schedules it only when
+    AUDIT_UPSTREAM_WATCH is true). Returns counters of the run."""
+    from audit.upstream import run_watch
+
+    return run_watch().as_dict()

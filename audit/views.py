@@ -13,7 +13,6 @@ import re
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
-from datetime import date, timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -28,6 +27,8 @@ from django.views.decorators.http import require_POST
 
 from audit.forms import AcknowledgeForm, SilenceForm
 from audit.kb.cel_functions import version_gt
+from audit.kb.coverage import coverage
+from audit.kb.paths import active_kb_dirs
 from audit.kb.versions import parse_version, version_tuple
 from audit.models import SEVERITY_ORDER, Finding, Rule
 from audit.rulebook import current_knowledge_base, sync_rules
@@ -36,8 +37,6 @@ from fleet.models import Server
 from fleet.views_overview import ACTIVE, RANK_CASE, RISKY_KINDS, SEVERITIES
 
 FINDINGS_PER_PAGE = 100
-#: Rules whose last verification is older than this are flagged on the KB page (issue 6).
-STALE_AFTER = timedelta(days=60)
 STATUSES = ("active", "open", "acknowledged", "silenced", "resolved", "all")
 EXPORT_FIELDS = ("code", "hostname", "server", "rule_id", "kind", "severity", "status",
                  "title", "message", "first_seen", "last_seen", "acknowledged_by", "ack_note",
@@ -295,42 +294,54 @@ def short_reference(url: str) -> str:
 
 @login_required
 def kb_list(request: HttpRequest) -> HttpResponse:
-    """Every rule with severity, kind, references, staleness and where it fires now.
+    """Every rule with severity, kind, references, freshness and where it fires now, plus
+    the active KB (bundle or built-in), its coverage and whether it is stale for the fleet.
     ``?q=`` finds rules by upstream issue number/URL and lists the hosts they hit."""
+    from audit import kb_status
+
     q = request.GET.get("q", "").strip()
-    today = date.today()
     # At most one active finding per (server, rule) (a unique constraint): rows = servers.
     firing = dict(Finding.objects.filter(status__in=ACTIVE).order_by().values_list("rule_id")
                   .annotate(n=Count("*")))
-    rules = [r for r in _mirror() if rule_matches(r, q)]
+    mirror = _mirror()
+    rules = [r for r in mirror if rule_matches(r, q)]
     rules.sort(key=lambda r: (-SEVERITY_ORDER.get(r.severity, 0), r.rule_id))
     hits: dict[str, list[Finding]] = defaultdict(list)
     if q and rules:
         for f in (Finding.objects.active().filter(rule_id__in=[r.rule_id for r in rules])
                   .select_related("host", "server").order_by("host__hostname")[:500]):
             hits[f.rule_id].append(f)
+    kb = current_knowledge_base()
+    old = kb_status.predates_release(mirror, kb.verified_through)
+    upstream = kb_status.upstream_changes(mirror)
     rows = [{"rule": r, "firing": firing.get(r.rule_id, 0), "hits": hits.get(r.rule_id, []),
-             "stale": r.last_verified is None or today - r.last_verified > STALE_AFTER,
+             "stale": r.rule_id in old, "upstream": upstream.get(r.rule_id, []),
              "refs": [(u, short_reference(str(u))) for u in r.references or []]}
             for r in rules]
-    kb = current_knowledge_base()
     return render(request, "audit/kb_list.html", {
         "rows": rows, "q": q, "verified_through": kb.verified_through, "kb_version": kb.version,
-        "stale_days": STALE_AFTER.days, "stale_count": sum(r["stale"] for r in rows),
+        "stale_count": len(old), "upstream_count": len(upstream),
+        "active": kb_status.active_kb(), "fleet_stale": kb_status.freshness(),
+        "coverage": coverage(kb, active_kb_dirs().data,
+                             [v for v in [kb_status.newest_running_version()] if v]),
     })
 
 
 @login_required
 def kb_rule(request: HttpRequest, rule_id: str) -> HttpResponse:
     """One rule and the servers it currently fires on."""
+    from audit import kb_status
+
     _mirror()
     rule = get_object_or_404(Rule, rule_id=rule_id)
     findings = (Finding.objects.active().filter(rule_id=rule_id)
                 .select_related("host", "server").order_by("host__hostname", "server__identity"))
     page = Paginator(findings, FINDINGS_PER_PAGE).get_page(request.GET.get("page"))
+    verified_through = current_knowledge_base().verified_through
     return render(request, "audit/kb_rule.html", {
-        "rule": rule, "page": page,
-        "stale": rule.last_verified is None or date.today() - rule.last_verified > STALE_AFTER,
+        "rule": rule, "page": page, "verified_through": verified_through,
+        "stale": rule.rule_id in kb_status.predates_release([rule], verified_through),
+        "upstream": kb_status.upstream_changes([rule]).get(rule.rule_id, []),
         "refs": [(u, short_reference(str(u))) for u in rule.references or []],
     })
 

@@ -260,6 +260,33 @@ AUDIT_METRICS_INTERVAL_S = env_int("AUDIT_METRICS_INTERVAL_S", 300, minimum=0)
 AUDIT_CRASH_LOOP_RESTARTS = env_int("AUDIT_CRASH_LOOP_RESTARTS", 3, minimum=1)
 AUDIT_CRASH_LOOP_WINDOW_S = env_int("AUDIT_CRASH_LOOP_WINDOW_S", 600, minimum=60)
 
+# --- knowledge-base bundles (manage.py kb_update; audit/kb/bundle.py) ------------
+#: State dir of installed bundles (``bundles/<hash>/``, ``current`` symlink). Web, worker and
+#: beat must share it (one volume in Compose), as they share the database.
+AUDIT_KB_DIR = env_str("AUDIT_KB_DIR", str(VAR_DIR / "kb"))
+#: Base64 raw Ed25519 public keys (comma separated) whose bundles kb_update accepts.
+AUDIT_KB_PUBLIC_KEYS = env_list("AUDIT_KB_PUBLIC_KEYS", [])
+#: A downloaded bundle larger than this is refused (the built-in KB is well under 5 MiB).
+AUDIT_KB_MAX_BUNDLE_BYTES = env_int("AUDIT_KB_MAX_BUNDLE_BYTES", 64 * 2**20, minimum=1024)
+AUDIT_KB_DOWNLOAD_TIMEOUT_S = env_int("AUDIT_KB_DOWNLOAD_TIMEOUT_S", 30, minimum=1)
+#: kb_update accepts http:// only for loopback hosts when true (tests); https otherwise.
+AUDIT_KB_ALLOW_HTTP_LOOPBACK = env_bool("AUDIT_KB_ALLOW_HTTP_LOOPBACK", False)
+#: The active KB older than this many days raises the fleet-level "KB stale" banner/alert.
+AUDIT_KB_MAX_AGE_DAYS = env_int("AUDIT_KB_MAX_AGE_DAYS", 30, minimum=1)
+
+# --- upstream watch (audit/upstream.py): opt-in, reads GitHub's REST API ------------
+AUDIT_UPSTREAM_WATCH = env_bool("AUDIT_UPSTREAM_WATCH", False)
+AUDIT_UPSTREAM_API_URL = env_str("AUDIT_UPSTREAM_API_URL", "https://api.github.com")
+AUDIT_UPSTREAM_INTERVAL_S = env_int("AUDIT_UPSTREAM_INTERVAL_S", 6 * 3600, minimum=60)
+AUDIT_UPSTREAM_TIMEOUT_S = env_int("AUDIT_UPSTREAM_TIMEOUT_S", 10, minimum=1)
+#: Optional; raises GitHub's rate limit from 60 to 5000 requests an hour.
+GITHUB_TOKEN = env_str("GITHUB_TOKEN")
+CELERY_BEAT_SCHEDULE["check-kb-freshness"] = {
+    "task": "audit.tasks.check_kb_freshness", "schedule": 3600.0}
+if AUDIT_UPSTREAM_WATCH:
+    CELERY_BEAT_SCHEDULE["watch-upstream"] = {
+        "task": "audit.tasks.watch_upstream", "schedule": float(AUDIT_UPSTREAM_INTERVAL_S)}
+
 LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
 if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
     raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, "

@@ -52,6 +52,7 @@ import cel
 import yaml
 
 from audit.kb import cel_functions as fn
+from audit.kb.paths import active_kb_dirs
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 SETTINGS_FILE = "_kb.yaml"
@@ -70,7 +71,7 @@ REQUIRED_FIELDS = frozenset(
 )
 OPTIONAL_FIELDS = frozenset(
     {"escalate", "evidence", "fixed_in", "confirmed_upstream", "checklist", "applies",
-     "needs", "log_signatures"}
+     "needs", "log_signatures", "families"}
 )
 #: Bounds of ``log_signatures`` (issue 20): patterns per rule and characters per pattern.
 MAX_SIGNATURES = 10
@@ -162,6 +163,10 @@ class Rule:
     checklist: list[str] = field(default_factory=list)
     # The condition reads vllm.version / vllm.installed (set by build_rule).
     version_gated: bool = False
+    #: Optional model families the rule is about (``families: [gemma4, qwen3]``), for coverage.
+    families: list[str] = field(default_factory=list)
+    #: The condition and ``applies`` source text (coverage reads version literals from it).
+    condition_text: str = ""
 
 
 class _Formatter(string.Formatter):
@@ -405,8 +410,14 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
         isinstance(c, str) and CHECKLIST_RE.match(c) for c in checklist
     ):
         raise v.fail("checklist: expected a list like [K01, R2]")
+    families = raw.get("families") or []
+    if not isinstance(families, list) or not all(
+        isinstance(f, str) and ID_RE.match(f) for f in families
+    ):
+        raise v.fail("families: expected a list of lower-case slugs like [gemma4, qwen3]")
     applies = raw.get("applies")
     return {
+        "families": list(families),
         "fixed_in": None if fixed_in is None else str(fixed_in),
         "confirmed_upstream": confirmed,
         "checklist": list(checklist),
@@ -463,6 +474,7 @@ def build_rule(raw: Any, file: str, settings: dict[str, Any]) -> Rule:
         references=[_check_reference(r, v) for r in references],
         last_verified=_as_date(raw["last_verified"], v), file=file,
         escalate=_escalations(raw.get("escalate"), v), evidence=evidence,
+        condition_text="\n".join(str(raw.get(k) or "") for k in ("condition", "applies")),
         **_optional_fields(raw, v),
     )
 
@@ -472,7 +484,7 @@ def build_rule(raw: Any, file: str, settings: dict[str, Any]) -> Rule:
 
 def _rule_files(paths: Sequence[str | Path] | None) -> list[Path]:
     if paths is None:
-        paths = [RULES_DIR]
+        paths = [active_kb_dirs().rules]
     files: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():

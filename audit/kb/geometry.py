@@ -27,14 +27,15 @@ from typing import Any
 
 import yaml
 
-_DATA = Path(__file__).with_name("data") / "models.yaml"
+from audit.kb.paths import load_data
+
 _GIB = 2**30
 OVERHEAD_BASE_GIB = 1.5       # seed 000 calibration, see module docstring
 OVERHEAD_PER_1K_TOKENS_GIB = 0.8
 
 
-def _load() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    data = yaml.safe_load(_DATA.read_text(encoding="utf-8"))
+def _parse(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
     models = data["models"]
     for row in models:
         row["_re"] = [re.compile(p, re.IGNORECASE) for p in row["match"]]
@@ -42,6 +43,11 @@ def _load() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     for row in drafters:
         row["_re"] = re.compile(row["match"], re.IGNORECASE)
     return models, drafters
+
+
+def _load() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(models, drafters) of the active KB's ``models.yaml`` (see audit.kb.paths)."""
+    return load_data("models.yaml", _parse)
 
 
 MODELS, DRAFTERS = _load()
@@ -72,7 +78,7 @@ def find_model(*hints: str | None) -> dict[str, Any] | None:
     for hint in hints:
         if not hint:
             continue
-        for row in MODELS:
+        for row in _load()[0]:
             if any(p.search(hint) for p in row["_re"]):
                 return row
     return None
@@ -144,7 +150,7 @@ def weight_gib(row: dict[str, Any] | None, quant: str | None) -> float | None:
 
 def drafter_gib(spec_model: str | None) -> float:
     """Known drafter weights in GiB (``drafters`` table), 0 when unknown."""
-    for row in DRAFTERS:
+    for row in _load()[1]:
         if isinstance(spec_model, str) and row["_re"].search(spec_model):
             return round(row["weights_gb"] * 1e9 / _GIB, 2)
     return 0.0

@@ -17,32 +17,33 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-_DATA = Path(__file__).with_name("data") / "gpus.yaml"
+from audit.kb.paths import load_data
+
 _H100_SXM_TBS = 3.35  # seed 000 Three facts #2
 _H100_SXM_KNEE = 64   # seed 000 Three facts #2
 _GIB = 2**30
 
 
-def _load() -> list[tuple[re.Pattern[str], dict[str, Any]]]:
-    rows = yaml.safe_load(_DATA.read_text(encoding="utf-8"))["gpus"]
+def _parse(path: Path) -> list[tuple[re.Pattern[str], dict[str, Any]]]:
+    rows = yaml.safe_load(path.read_text(encoding="utf-8"))["gpus"]
     return [(re.compile(row["pattern"], re.IGNORECASE), row) for row in rows]
 
 
-_TABLE = _load()
+def _table() -> list[tuple[re.Pattern[str], dict[str, Any]]]:
+    """The active KB's ``gpus.yaml`` (follows an installed bundle, see audit.kb.paths)."""
+    return load_data("gpus.yaml", _parse)
 
 
-@lru_cache(maxsize=256)
 def lookup(name: str | None) -> dict[str, Any] | None:
     """Table row for an NVML device name (e.g. ``NVIDIA H100 80GB HBM3``), or None."""
     if not name:
         return None
-    for pattern, row in _TABLE:
+    for pattern, row in _table():
         if pattern.search(name):
             return row
     return None

@@ -14,16 +14,22 @@ from typing import Any
 
 import yaml
 
-_DATA = Path(__file__).with_name("data") / "templates.yaml"
+from audit.kb.paths import load_data
+
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def _load() -> list[dict[str, Any]]:
-    rows = yaml.safe_load(_DATA.read_text(encoding="utf-8"))["templates"]
+def _parse(path: Path) -> list[dict[str, Any]]:
+    rows = yaml.safe_load(path.read_text(encoding="utf-8"))["templates"]
     for row in rows:
         row["prefix"], row["suffix"] = str(row["prefix"]).lower(), str(row["suffix"]).lower()
         row["pulled"] = str(row.get("pulled")) if row.get("pulled") else None
     return rows
+
+
+def _load() -> list[dict[str, Any]]:
+    """The active KB's ``templates.yaml`` (follows an installed bundle, see audit.kb.paths)."""
+    return load_data("templates.yaml", _parse)
 
 
 KNOWN_TEMPLATES = _load()
@@ -37,7 +43,7 @@ def match(sha256: str | None, size_bytes: int | None) -> dict[str, Any] | None:
     if not sha256 or size_bytes is None:
         return None
     digest = sha256.strip().lower()
-    for row in KNOWN_TEMPLATES:
+    for row in _load():
         if digest.startswith(row["prefix"]) and digest.endswith(row["suffix"]) \
                 and int(size_bytes) == int(row["size_bytes"]):
             return row

@@ -26,3 +26,7 @@ from audit.models.alerts import (  # noqa: E402
 )
 
 __all__ += ["AlertChannel", "AlertThrottle", "Delivery", "DeliveryAttempt", "Trigger"]
+
+from audit.models.kb import KnowledgeBaseInstall, UpstreamReference  # noqa: E402
+
+__all__ += ["KnowledgeBaseInstall", "UpstreamReference"]

@@ -33,13 +33,14 @@ class Trigger(models.TextChoices):
     RESOLVED = "resolved", "finding resolved"
     HOST_SILENT = "host_silent", "host stopped reporting"
     METRIC_ALARM = "metric_alarm", "live-metric alarm"
+    KNOWLEDGE_BASE = "knowledge_base", "knowledge base needs attention (stale, upstream changed)"
     TEST = "test", "test message"
 
 
 def default_triggers() -> list[str]:
     """A new channel hears about risky upgrades, new findings, silent hosts, alarms."""
     return [Trigger.RISKY_UPGRADE, Trigger.NEW_FINDING, Trigger.HOST_SILENT,
-            Trigger.METRIC_ALARM]
+            Trigger.METRIC_ALARM, Trigger.KNOWLEDGE_BASE]
 
 
 def new_secret() -> str:

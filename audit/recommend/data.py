@@ -7,12 +7,13 @@ vetted template are imported from ``audit.kb`` so a number is never written twic
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-_FILE = Path(__file__).resolve().parent.parent / "kb" / "data" / "operating_points.yaml"
+from audit.kb.paths import kb_data_file
+
+_FILE = kb_data_file("operating_points.yaml")  # the active KB's table (audit.kb.paths)
 OPS: dict[str, Any] = yaml.safe_load(_FILE.read_text(encoding="utf-8"))
 
 

@@ -213,19 +213,23 @@ def test_the_kb_finds_the_servers_hit_by_an_upstream_issue_number(client, demo_f
     assert "No rule matches" in client.get("/kb/", {"q": "#999999999"}).content.decode()
 
 
-def test_the_kb_flags_rules_not_reverified_for_sixty_days(client, role_user):
+def test_the_kb_flags_only_rules_verified_before_the_release_it_claims(client, role_user):
+    """Issue 13.7: a fresh install flags none; a rule verified before the KB's
+    verified_through release (0.30.0, published 2026-09-23) is flagged, by name of release."""
+    from datetime import date
+
     from audit.models import Rule
-    from audit.rulebook import sync_rules
+    from audit.rulebook import current_knowledge_base, sync_rules
 
     sync_rules()
-    rule = Rule.objects.first()
-    Rule.objects.filter(pk=rule.pk).update(last_verified=timezone.now().date()
-                                           - timedelta(days=61))
-    Rule.objects.exclude(pk=rule.pk).update(last_verified=timezone.now().date())
     client.force_login(role_user("viewer"))
+    assert "⚠ before" not in client.get("/kb/").content.decode()
+    rule = Rule.objects.first()
+    Rule.objects.filter(pk=rule.pk).update(last_verified=date(2026, 9, 22))
     page = client.get("/kb/").content.decode()
     row = page.split(f'data-rule="{rule.rule_id}"')[1].split("</tr>")[0]
-    assert "stale" in row and page.count("⚠ stale") == 1
+    vetted = current_knowledge_base().verified_through
+    assert f"⚠ before {vetted}" in row and page.count("⚠ before") == 1
 
 
 def test_the_versions_page_marks_a_version_with_high_known_issues_risky(client, demo_fleet,
