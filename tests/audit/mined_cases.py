@@ -1,0 +1,49 @@
+"""Expectations for the real-report cases mined from the vLLM tracker for issue 12 "Breadth"
+(tests/audit/more_cases/2NN-*.json, rules with the ``upx-`` prefix).
+
+``EXPECTATIONS``: case prefix -> (rule ids that must fire, minimum severity), read by
+tests/audit/test_more_cases.py next to its own table. ``NEAR_MISSES``: case prefix -> list of
+(what changed, mutation) where the mutation turns the real report into its nearest silent
+neighbour (the fixed release, a GPU with the capability, the other backend...). Mutation keys:
+``vllm_version`` (replaces the case string), ``gpus`` (replaces the list), ``argv_replace``
+({token: new token or None to drop it}), ``argv_add`` (tokens appended), ``env`` (replaces the
+mapping). Every near miss must leave the case's expected ``upx-`` rules silent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+H100 = [{"name": "NVIDIA H100 80GB HBM3", "memory_gib": 80, "count": 1}]
+H200x8 = [{"name": "NVIDIA H200", "memory_gib": 141, "count": 8}]
+
+EXPECTATIONS: dict[str, tuple[tuple[str, ...], str]] = {}
+NEAR_MISSES: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+
+
+def expect(prefix: str, rules: tuple[str, ...], minimum: str,
+           *near: tuple[str, dict[str, Any]]) -> None:
+    """Register one case: the rules it must fire and its silent near misses."""
+    EXPECTATIONS[prefix] = (rules, minimum)
+    NEAR_MISSES[prefix] = list(near)
+
+
+# --------------------------------------------------------------------------- batch 1
+expect("201", ("upx-gemma4-moe-int4-packed-experts-keyerror",), "high",
+       ("fixed release", {"vllm_version": "0.21.0"}),
+       ("BF16 checkpoint", {"argv_replace": {"cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit":
+                                             "google/gemma-4-26B-A4B-it"}}))
+expect("202", ("upx-gemma4-moe-autoround-loading",), "high",
+       ("AWQ checkpoint", {"argv_replace": {"Intel/gemma-4-26B-A4B-it-int4-AutoRound":
+                                            "cyankiwi/gemma-4-26B-A4B-it-AWQ-4bit"}}))
+expect("203", ("upx-dsa-sparse-mla-unsupported-gpu",), "high",
+       ("Hopper", {"gpus": [{"name": "NVIDIA H200", "memory_gib": 141, "count": 2}]}),
+       ("dense MLA model", {"argv_replace": {"deepseek-ai/DeepSeek-V4-Flash":
+                                             "deepseek-ai/DeepSeek-V3.1"}}))
+expect("204", ("upx-dsa-blackwell-cutlass-mla-forced",), "high",
+       ("fixed release", {"vllm_version": "0.13.0"}),
+       ("Hopper", {"gpus": H200x8}))
+expect("205", ("upx-gptoss-preview-build-pre-hopper",), "high",
+       ("Hopper", {"gpus": H100}),
+       ("release image", {"vllm_version": "0.10.1",
+                          "argv_replace": {"vllm/vllm-openai:gptoss": "vllm/vllm-openai:v0.10.1"}}))
