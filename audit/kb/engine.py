@@ -51,7 +51,8 @@ SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 KINDS = frozenset({"known_issue", "ceiling", "pitfall", "template", "metric", "model"})
 CADENCES = frozenset({"config", "metrics"})
 TOP_LEVEL = frozenset(
-    {"vllm", "flags", "flags_meta", "model", "gpu", "template", "metrics", "geometry", "host"}
+    {"vllm", "flags", "flags_meta", "model", "gpu", "template", "metrics", "geometry", "host",
+     "server"}
 )
 REQUIRED_FIELDS = frozenset(
     {"id", "title", "kind", "severity", "cadence", "condition", "message", "remediation",

@@ -217,6 +217,8 @@ def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, A
     cid = case_id(path)
     version = extract_version(case.get("vllm_version"))
     report = report_skeleton(f"case-{cid}", _gpus(case.get("gpus") or [], cid))
+    if case.get("nvidia_driver_version"):  # optional: the host driver the report names
+        report["host"]["nvidia_driver_version"] = case["nvidia_driver_version"]
     argv, image, mounts = _container_argv(case["argv"], version)
     parsed = parse_argv(argv)
     report["x_case"] = {"id": cid, "title": case.get("title"), "version_raw":

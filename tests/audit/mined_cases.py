@@ -7,7 +7,7 @@ tests/audit/test_more_cases.py next to its own table. ``NEAR_MISSES``: case pref
 neighbour (the fixed release, a GPU with the capability, the other backend...). Mutation keys:
 ``vllm_version`` (replaces the case string), ``gpus`` (replaces the list), ``argv_replace``
 ({token: new token or None to drop it}), ``argv_add`` (tokens appended), ``env`` (replaces the
-mapping). Every near miss must leave the case's expected ``upx-`` rules silent.
+mapping), ``nvidia_driver_version`` (the host driver). Every near miss must leave the case's expected ``upx-`` rules silent.
 """
 
 from __future__ import annotations
@@ -47,3 +47,21 @@ expect("205", ("upx-gptoss-preview-build-pre-hopper",), "high",
        ("Hopper", {"gpus": H100}),
        ("release image", {"vllm_version": "0.10.1",
                           "argv_replace": {"vllm/vllm-openai:gptoss": "vllm/vllm-openai:v0.10.1"}}))
+
+
+# --------------------------------------------------------------------------- batch 2
+expect("206", ("upx-glm4-moe-needs-vllm-0-10",), "high",
+       ("supported release", {"vllm_version": "0.10.1"}))
+expect("207", ("upx-qwen3-next-needs-vllm-0-11",), "high",
+       ("supported release", {"vllm_version": "0.11.0"}))
+expect("208", ("upx-image-cuda-newer-than-driver",), "high",
+       ("driver new enough", {"nvidia_driver_version": "550.54.15"}),
+       ("image before CUDA 12.4", {"vllm_version": "0.4.2",
+                                   "argv_replace": {"vllm/vllm-openai:v0.5.0":
+                                                    "vllm/vllm-openai:v0.4.2"}}))
+expect("209", ("upx-mla-sm12x-no-attention-backend",), "high",
+       ("last good release", {"vllm_version": "0.13.0"}),
+       ("SM100", {"gpus": [{"name": "NVIDIA B200", "memory_gib": 180, "count": 8}]}))
+expect("210", ("upx-geforce-tp-nccl-p2p",), "medium",
+       ("P2P disabled", {"env": {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "NCCL_P2P_DISABLE": "1"}}),
+       ("single GPU", {"argv_replace": {"4": "1"}}))

@@ -37,7 +37,7 @@ def _case_path(prefix: str) -> Path:
 
 def _mutate(case: dict[str, Any], mutation: dict[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(case))
-    for key in ("vllm_version", "gpus", "env"):
+    for key in ("vllm_version", "gpus", "env", "nvidia_driver_version"):
         if key in mutation:
             out[key] = mutation[key]
     replace = mutation.get("argv_replace") or {}
