@@ -6,8 +6,9 @@ tests/audit/test_more_cases.py next to its own table. ``NEAR_MISSES``: case pref
 (what changed, mutation) where the mutation turns the real report into its nearest silent
 neighbour (the fixed release, a GPU with the capability, the other backend...). Mutation keys:
 ``vllm_version`` (replaces the case string), ``gpus`` (replaces the list), ``argv_replace``
-({token: new token or None to drop it}), ``argv_add`` (tokens appended), ``env`` (replaces the
-mapping), ``nvidia_driver_version`` (the host driver). Every near miss must leave the case's expected ``upx-`` rules silent.
+({token: new token or None to drop it}), ``argv_add`` (tokens appended), ``env`` (replaces
+the mapping), ``nvidia_driver_version`` (the host driver). Every near miss must leave the
+case's expected ``upx-`` rules silent.
 """
 
 from __future__ import annotations
