@@ -5,10 +5,10 @@
 tests/audit/test_more_cases.py next to its own table. ``NEAR_MISSES``: case prefix -> list of
 (what changed, mutation) where the mutation turns the real report into its nearest silent
 neighbour (the fixed release, a GPU with the capability, the other backend...). Mutation keys:
-``vllm_version`` (replaces the case string), ``gpus`` (replaces the list), ``argv_replace``
-({token: new token or None to drop it}), ``argv_add`` (tokens appended), ``env`` (replaces
-the mapping), ``nvidia_driver_version`` (the host driver). Every near miss must leave the
-case's expected ``upx-`` rules silent.
+``vllm_version`` (replaces the case string), ``gpus`` (replaces the list), ``env`` (replaces
+the mapping), ``nvidia_driver_version`` (the host driver), ``argv_replace`` ({token: new
+token, or None to drop it}), ``argv_set`` ({flag: the value after it}), ``argv_add`` (tokens
+appended). Every near miss must leave the case's expected ``upx-`` rules silent.
 """
 
 from __future__ import annotations
@@ -66,3 +66,20 @@ expect("209", ("upx-mla-sm12x-no-attention-backend",), "high",
 expect("210", ("upx-geforce-tp-nccl-p2p",), "medium",
        ("P2P disabled", {"env": {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "NCCL_P2P_DISABLE": "1"}}),
        ("single GPU", {"argv_replace": {"4": "1"}}))
+
+
+# --------------------------------------------------------------------------- batch 3
+expect("211", ("upx-gemma3-vllm-0-9-2-transformers-4-53-2",), "high",
+       ("last good release", {"vllm_version": "0.9.1"}),
+       ("non-Gemma model", {"argv_replace": {"google/medgemma-27b-it":
+                                             "Qwen/Qwen2.5-32B-Instruct"}}))
+expect("212", ("upx-glm45-parser-name-before-0-10-1-1",), "high",
+       ("fixed release", {"vllm_version": "0.10.1.1"}),
+       ("glm4_moe names", {"argv_replace": {"glm45": "glm4_moe"}}))
+expect("213", ("upx-glm5-dsa-decode-context-parallel",), "critical",
+       ("last good release", {"vllm_version": "0.27.0"}),
+       ("no DCP", {"argv_set": {"--decode-context-parallel-size": "1"}}))
+expect("214", ("upx-nemotron-h-nvfp4-moe-sm12x",), "high",
+       ("SM100", {"gpus": [{"name": "NVIDIA B200", "memory_gib": 180, "count": 1}]}),
+       ("FP8 checkpoint", {"argv_replace": {"nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4":
+                                            "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8"}}))

@@ -45,6 +45,9 @@ def _mutate(case: dict[str, Any], mutation: dict[str, Any]) -> dict[str, Any]:
         assert old in out["argv"], f"near miss replaces {old!r}, not in the case argv"
     argv = [replace.get(tok, tok) if tok in replace else tok for tok in out["argv"]]
     out["argv"] = [tok for tok in argv if tok is not None] + list(mutation.get("argv_add", []))
+    for flag, value in (mutation.get("argv_set") or {}).items():
+        assert flag in out["argv"], f"near miss sets {flag!r}, not in the case argv"
+        out["argv"][out["argv"].index(flag) + 1] = value
     return out
 
 
