@@ -83,3 +83,15 @@ expect("214", ("upx-nemotron-h-nvfp4-moe-sm12x",), "high",
        ("SM100", {"gpus": [{"name": "NVIDIA B200", "memory_gib": 180, "count": 1}]}),
        ("FP8 checkpoint", {"argv_replace": {"nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4":
                                             "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8"}}))
+
+
+# --------------------------------------------------------------------------- batch 4
+expect("215", ("upx-gemma4-mm-default-batched-tokens-below-image",), "critical",
+       ("H100 default 8192", {"gpus": H100}),
+       ("text only", {"argv_add": ["--limit-mm-per-prompt", '{"image": 0, "video": 0}']}),
+       ("raised explicitly", {"argv_add": ["--max-num-batched-tokens", "8192"]}))
+expect("216", ("upx-gemma4-dflash-pre-ada",), "high",
+       ("Hopper", {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_gib": 80, "count": 2}]}),
+       ("EAGLE3 drafter", {"argv_replace": {
+           "{\"model\":\"RedHatAI/gemma-4-31B-it-speculator.dflash\"}":
+           "{\"model\":\"RedHatAI/gemma-4-31B-it-speculator.eagle3\"}"}}))
