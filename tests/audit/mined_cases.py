@@ -95,3 +95,13 @@ expect("216", ("upx-gemma4-dflash-pre-ada",), "high",
        ("EAGLE3 drafter", {"argv_replace": {
            "{\"model\":\"RedHatAI/gemma-4-31B-it-speculator.dflash\"}":
            "{\"model\":\"RedHatAI/gemma-4-31B-it-speculator.eagle3\"}"}}))
+
+
+# --------------------------------------------------------------------------- batch 5
+expect("217", ("upx-kimi-k2-parser-before-0-10",), "high",
+       ("release with the parser", {"vllm_version": "0.10.0"}))
+expect("218", ("upx-minimax-m3-fp8-kv-cache",), "high",
+       ("auto KV", {"argv_set": {"--kv-cache-dtype": "auto"}}))
+expect("219", ("upx-ministral3-fp8-kv-garbage",), "critical",
+       ("last good release", {"vllm_version": "0.24.0"}),
+       ("auto KV", {"argv_set": {"--kv-cache-dtype": "auto"}}))
