@@ -105,3 +105,15 @@ expect("218", ("upx-minimax-m3-fp8-kv-cache",), "high",
 expect("219", ("upx-ministral3-fp8-kv-garbage",), "critical",
        ("last good release", {"vllm_version": "0.24.0"}),
        ("auto KV", {"argv_set": {"--kv-cache-dtype": "auto"}}))
+
+
+# --------------------------------------------------------------------------- batch 6
+expect("220", ("upx-moe-lora-rank-above-128",), "high",
+       ("rank 128", {"argv_set": {"--max-lora-rank": "128"}}),
+       ("dense model", {"argv_replace": {"nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16":
+                                         "meta-llama/Llama-3.1-8B-Instruct"}}))
+expect("221", ("upx-deepep-v2-eager-trtllm-bf16",), "high",
+       ("fixed release", {"vllm_version": "0.28.0"}),
+       ("CUDA graphs on", {"argv_replace": {"--enforce-eager": None}}))
+expect("222", ("upx-deepep-without-expert-parallel",), "medium",
+       ("EP on", {"argv_add": ["--enable-expert-parallel"]}))
