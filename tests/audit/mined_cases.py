@@ -117,3 +117,12 @@ expect("221", ("upx-deepep-v2-eager-trtllm-bf16",), "high",
        ("CUDA graphs on", {"argv_replace": {"--enforce-eager": None}}))
 expect("222", ("upx-deepep-without-expert-parallel",), "medium",
        ("EP on", {"argv_add": ["--enable-expert-parallel"]}))
+
+
+# --------------------------------------------------------------------------- batch 7
+expect("223", ("upx-llama4-fp8-flashinfer-moe-sm100",), "high",
+       ("FlashInfer MoE off", {"env": {"VLLM_USE_FLASHINFER_MOE_FP8": "0"}}),
+       ("Hopper", {"gpus": [{"name": "NVIDIA H200", "memory_gib": 141, "count": 4}]}))
+expect("224", ("upx-gptoss-harmony-streaming-error",), "medium",
+       ("no Harmony parser", {"argv_replace": {"--reasoning-parser": None,
+                                               "openai_gptoss": None}}))
