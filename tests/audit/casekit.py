@@ -227,7 +227,8 @@ def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, A
                         "launcher": parsed.launcher}
     if parsed.is_server or include_bench:
         names = parsed.values.get("served_model_name") or [parsed.values.get("model") or "m"]
-        values = CASE_METRICS.get(cid)
+        # metrics_values: numbers a more_cases report quotes from its /metrics (optional)
+        values = CASE_METRICS.get(cid) or case.get("metrics_values")
         text = metrics_text(values, version, str(names[0])) if values else None
         report["servers"].append(server_entry(
             argv, version, pid=1000 + int(cid), image=image,

@@ -126,3 +126,20 @@ expect("223", ("upx-llama4-fp8-flashinfer-moe-sm100",), "high",
 expect("224", ("upx-gptoss-harmony-streaming-error",), "medium",
        ("no Harmony parser", {"argv_replace": {"--reasoning-parser": None,
                                                "openai_gptoss": None}}))
+
+
+# --------------------------------------------------------------------------- batch 8
+expect("225", ("upx-hybrid-prefix-cache-no-hits",), "medium",
+       ("attention-only model", {"argv_replace": {"Qwen/Qwen3.6-35B-A3B": "Qwen/Qwen3-30B-A3B"}}))
+expect("226", ("upx-lmcache-mp-hybrid-corruption", "upx-hybrid-mtp-prefix-cache-corruption"),
+       "critical",
+       ("attention-only model", {"argv_replace": {"nvidia/Qwen3.6-27B-NVFP4":
+                                                  "nvidia/Llama-3.3-70B-Instruct-NVFP4"}}))
+expect("227", ("upx-rocm-cdna-aiter-off",), "low",
+       ("AITER on", {"env": {"VLLM_ROCM_USE_AITER": "1"}}),
+       ("NVIDIA GPU", {"gpus": H100}))
+expect("228", ("upx-rdna4-aiter-unified-attn-lds",), "high",
+       ("Triton attention", {"argv_set": {"--attention-backend": "TRITON_ATTN"}}))
+expect("229", ("upx-gb10-flashinfer-fp8-kv-hd256",), "high",
+       ("BF16 KV", {"argv_set": {"--kv-cache-dtype": "auto"}}),
+       ("Triton attention", {"argv_add": ["--attention-backend", "TRITON_ATTN"]}))
