@@ -143,3 +143,14 @@ expect("228", ("upx-rdna4-aiter-unified-attn-lds",), "high",
 expect("229", ("upx-gb10-flashinfer-fp8-kv-hd256",), "high",
        ("BF16 KV", {"argv_set": {"--kv-cache-dtype": "auto"}}),
        ("Triton attention", {"argv_add": ["--attention-backend", "TRITON_ATTN"]}))
+
+
+# --------------------------------------------------------------------------- batch 9
+expect("230", ("upx-qwen3-deepseek-r1-reasoning-parser",), "medium",
+       ("qwen3 parser", {"argv_set": {"--reasoning-parser": "qwen3"}, "vllm_version": "0.9.0"}))
+expect("231", ("upx-qwen3-reasoning-parser-before-0-9",), "high",
+       ("release with the parser", {"vllm_version": "0.9.0"}))
+expect("232", ("upx-hybrid-gdn-mtp-illegal-memory-access",), "high",
+       ("no speculator", {"argv_replace": {"--speculative-config": None,
+                                           "{\"method\":\"mtp\"}": None}}),
+       ("attention-only model", {"argv_replace": {"Qwen/Qwen3.6-27B-FP8": "Qwen/Qwen3-32B-FP8"}}))
