@@ -154,3 +154,13 @@ expect("232", ("upx-hybrid-gdn-mtp-illegal-memory-access",), "high",
        ("no speculator", {"argv_replace": {"--speculative-config": None,
                                            "{\"method\":\"mtp\"}": None}}),
        ("attention-only model", {"argv_replace": {"Qwen/Qwen3.6-27B-FP8": "Qwen/Qwen3-32B-FP8"}}))
+
+
+# --------------------------------------------------------------------------- batch 10
+expect("233", ("upx-qwen3-moe-fp8-block-tp-shard",), "high",
+       ("expert parallel", {"argv_add": ["--enable-expert-parallel"]}),
+       ("TP 4", {"argv_set": {"--tensor-parallel-size": "4"}}))
+expect("234", ("upx-gemma4-per-token-head-kv",), "high",
+       ("per-tensor FP8 KV", {"argv_set": {"--kv_cache_dtype": "fp8"}}))
+expect("235", ("upx-gemma4-lora-before-0-20",), "high",
+       ("release with Gemma 4 LoRA", {"vllm_version": "0.20.0"}))
