@@ -164,3 +164,12 @@ expect("234", ("upx-gemma4-per-token-head-kv",), "high",
        ("per-tensor FP8 KV", {"argv_set": {"--kv_cache_dtype": "fp8"}}))
 expect("235", ("upx-gemma4-lora-before-0-20",), "high",
        ("release with Gemma 4 LoRA", {"vllm_version": "0.20.0"}))
+
+
+# --------------------------------------------------------------------------- batch 11
+expect("236", ("upx-hybrid-default-max-num-seqs-mamba-blocks",), "high",
+       ("explicit max_num_seqs", {"argv_add": ["--max-num-seqs", "128"]}),
+       ("attention-only model", {"argv_replace": {"Qwen/Qwen3.8-27B": "Qwen/Qwen3-32B"}}))
+expect("237", ("upx-pipeline-parallel-speculative",), "high",
+       ("no PP", {"argv_set": {"--pipeline-parallel-size": "1"}}),
+       ("no speculation", {"argv_replace": {"--num-speculative-tokens": None, "1": None}}))
