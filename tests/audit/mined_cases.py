@@ -173,3 +173,10 @@ expect("236", ("upx-hybrid-default-max-num-seqs-mamba-blocks",), "high",
 expect("237", ("upx-pipeline-parallel-speculative",), "high",
        ("no PP", {"argv_set": {"--pipeline-parallel-size": "1"}}),
        ("no speculation", {"argv_replace": {"--num-speculative-tokens": None, "1": None}}))
+
+
+# --------------------------------------------------------------------------- batch 12
+expect("238", ("upx-sm12x-fp8-deepgemm-unknown-recipe",), "high",
+       ("DeepGEMM off", {"env": {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "VLLM_USE_DEEP_GEMM": "0"}}),
+       ("last good release", {"vllm_version": "0.23.0"}),
+       ("Hopper", {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_gib": 80, "count": 4}]}))
