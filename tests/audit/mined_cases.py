@@ -180,3 +180,14 @@ expect("238", ("upx-sm12x-fp8-deepgemm-unknown-recipe",), "high",
        ("DeepGEMM off", {"env": {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "VLLM_USE_DEEP_GEMM": "0"}}),
        ("last good release", {"vllm_version": "0.23.0"}),
        ("Hopper", {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_gib": 80, "count": 4}]}))
+
+
+# --------------------------------------------------------------------------- batch 13
+expect("239", ("upx-rope-scaling-flag-removed",), "high",
+       ("release with the flag", {"vllm_version": "0.11.0"}),
+       ("hf-overrides", {"argv_replace": {"--rope-scaling": "--hf-overrides"}}))
+expect("240", ("upx-qwen3-reranker-without-overrides",), "high",
+       ("with overrides", {"argv_add": ["--hf-overrides",
+                                        '{"architectures": ["Qwen3ForSequenceClassification"], '
+                                        '"classifier_from_token": ["no", "yes"], '
+                                        '"is_original_qwen3_reranker": true}']}))
