@@ -191,3 +191,9 @@ expect("240", ("upx-qwen3-reranker-without-overrides",), "high",
                                         '{"architectures": ["Qwen3ForSequenceClassification"], '
                                         '"classifier_from_token": ["no", "yes"], '
                                         '"is_original_qwen3_reranker": true}']}))
+
+
+# --------------------------------------------------------------------------- batch 14
+expect("241", ("upx-parallel-size-exceeds-host-gpus",), "high",
+       ("two GPUs", {"gpus": [{"name": "NVIDIA GB10", "memory_gib": 128, "count": 2}]}),
+       ("Ray cluster", {"argv_add": ["--distributed-executor-backend", "ray"]}))
