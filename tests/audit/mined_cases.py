@@ -197,3 +197,9 @@ expect("240", ("upx-qwen3-reranker-without-overrides",), "high",
 expect("241", ("upx-parallel-size-exceeds-host-gpus",), "high",
        ("two GPUs", {"gpus": [{"name": "NVIDIA GB10", "memory_gib": 128, "count": 2}]}),
        ("Ray cluster", {"argv_add": ["--distributed-executor-backend", "ray"]}))
+
+
+# --------------------------------------------------------------------------- batch 15
+expect("242", ("upx-turboquant-kv-pre-ampere",), "high",
+       ("Ampere", {"gpus": [{"name": "NVIDIA A10G", "memory_gib": 24, "count": 1}]}),
+       ("auto KV", {"argv_set": {"--kv-cache-dtype": "auto"}}))
