@@ -208,6 +208,6 @@ expect("242", ("upx-turboquant-kv-pre-ampere",), "high",
 # --------------------------------------------------------------------------- batch 16
 expect("243", ("upx-int4-awq-w4a16-below-min-capability",), "high",
        ("Turing", {"gpus": [{"name": "Tesla T4", "memory_gib": 16, "count": 1}]}),
-       ("GPTQ checkpoint", {"argv_replace": {"/data/qwen1.5/Qwen1.5-32B-Chat-AWQ":
-                                             "/data/qwen1.5/Qwen1.5-32B-Chat-GPTQ-Int4",
-                                             "Qwen1.5-32B-Chat-AWQ": "Qwen1.5-32B-Chat-GPTQ-Int4"}}))
+       ("GPTQ checkpoint", {"argv_replace": {
+           "/data/qwen1.5/Qwen1.5-32B-Chat-AWQ": "/data/qwen1.5/Qwen1.5-32B-Chat-GPTQ-Int4",
+           "Qwen1.5-32B-Chat-AWQ": "Qwen1.5-32B-Chat-GPTQ-Int4"}}))
