@@ -211,3 +211,12 @@ expect("243", ("upx-int4-awq-w4a16-below-min-capability",), "high",
        ("GPTQ checkpoint", {"argv_replace": {
            "/data/qwen1.5/Qwen1.5-32B-Chat-AWQ": "/data/qwen1.5/Qwen1.5-32B-Chat-GPTQ-Int4",
            "Qwen1.5-32B-Chat-AWQ": "Qwen1.5-32B-Chat-GPTQ-Int4"}}))
+
+
+# --------------------------------------------------------------------------- batch 17
+expect("244", ("upx-deepseek-v31-with-v3-tool-parser",), "high",
+       ("deepseek_v31 parser", {"argv_set": {"--tool-call-parser": "deepseek_v31"}}))
+expect("245", ("upx-deepseek-distill-with-deepseek-tool-parser",), "high",
+       ("hermes parser", {"argv_set": {"--tool-call-parser": "hermes"}}),
+       ("full DeepSeek-R1", {"argv_replace": {"deepseek-ai/DeepSeek-R1-0528-Qwen3-8B":
+                                              "deepseek-ai/DeepSeek-R1-0528"}}))
