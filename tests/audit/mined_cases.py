@@ -220,3 +220,18 @@ expect("245", ("upx-deepseek-distill-with-deepseek-tool-parser",), "high",
        ("hermes parser", {"argv_set": {"--tool-call-parser": "hermes"}}),
        ("full DeepSeek-R1", {"argv_replace": {"deepseek-ai/DeepSeek-R1-0528-Qwen3-8B":
                                               "deepseek-ai/DeepSeek-R1-0528"}}))
+
+
+# --------------------------------------------------------------------------- batch 18
+expect("246", ("upx-kimi-without-trust-remote-code",), "high",
+       ("trust remote code", {"argv_add": ["--trust-remote-code"]}))
+expect("247", ("upx-max-seq-len-to-capture-removed",), "high",
+       ("release with the flag", {"vllm_version": "0.10.0"}),
+       ("replacement flag", {"argv_replace": {"--max-seq-len-to-capture":
+                                              "--max-cudagraph-capture-size"}}))
+expect("248", ("upx-llama32-small-json-tool-parser",), "medium",
+       ("pythonic parser", {"argv_set": {"--tool-call-parser": "pythonic"}}),
+       ("Llama 3.1 8B", {"argv_replace": {"meta-llama/Llama-3.2-3B-Instruct":
+                                          "meta-llama/Llama-3.1-8B-Instruct"}}))
+expect("249", ("upx-llama4-pythonic-parser-json-output",), "medium",
+       ("JSON parser", {"argv_set": {"--tool-call-parser": "llama4_json"}}))
