@@ -235,3 +235,9 @@ expect("248", ("upx-llama32-small-json-tool-parser",), "medium",
                                           "meta-llama/Llama-3.1-8B-Instruct"}}))
 expect("249", ("upx-llama4-pythonic-parser-json-output",), "medium",
        ("JSON parser", {"argv_set": {"--tool-call-parser": "llama4_json"}}))
+
+
+# --------------------------------------------------------------------------- batch 19
+expect("250", ("upx-mistral-tokenizer-mode-with-hf-config",), "high",
+       ("mistral formats", {"argv_add": ["--config-format", "mistral", "--load-format", "mistral"]}),
+       ("HF tokenizer", {"argv_set": {"--tokenizer-mode": "auto"}}))
