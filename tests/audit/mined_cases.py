@@ -239,5 +239,6 @@ expect("249", ("upx-llama4-pythonic-parser-json-output",), "medium",
 
 # --------------------------------------------------------------------------- batch 19
 expect("250", ("upx-mistral-tokenizer-mode-with-hf-config",), "high",
-       ("mistral formats", {"argv_add": ["--config-format", "mistral", "--load-format", "mistral"]}),
+       ("mistral formats", {"argv_add": ["--config-format", "mistral",
+                                         "--load-format", "mistral"]}),
        ("HF tokenizer", {"argv_set": {"--tokenizer-mode": "auto"}}))
