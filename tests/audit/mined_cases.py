@@ -242,3 +242,20 @@ expect("250", ("upx-mistral-tokenizer-mode-with-hf-config",), "high",
        ("mistral formats", {"argv_add": ["--config-format", "mistral",
                                          "--load-format", "mistral"]}),
        ("HF tokenizer", {"argv_set": {"--tokenizer-mode": "auto"}}))
+
+
+# --------------------------------------------------------------------------- batch 20
+expect("251", ("upx-attention-backend-env-removed",), "medium",
+       ("release that reads it", {"vllm_version": "0.14.1"}),
+       ("CLI flag as well", {"argv_add": ["--attention-backend", "TRITON_ATTN"]}))
+expect("252", ("upx-task-flag-removed",), "high",
+       ("release with --task", {"vllm_version": "0.12.0"}),
+       ("runner flag", {"argv_replace": {"--task=embed": "--runner=pooling"}}))
+expect("253", ("upx-cpu-offload-gb-mrv2-noop",), "high",
+       ("V1 runner forced", {"env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}}),
+       ("older release", {"vllm_version": "0.20.0"}))
+expect("254", ("upx-ngram-spec-with-lora",), "high",
+       ("no LoRA", {"argv_replace": {"--enable-lora": None}}),
+       ("EAGLE speculator", {"argv_set": {"--speculative-config":
+                                          '{"method": "eagle", "model": "yuhuili/EAGLE-llama2-chat-7B", '
+                                          '"num_speculative_tokens": 5}'}}))
