@@ -256,6 +256,6 @@ expect("253", ("upx-cpu-offload-gb-mrv2-noop",), "high",
        ("older release", {"vllm_version": "0.20.0"}))
 expect("254", ("upx-ngram-spec-with-lora",), "high",
        ("no LoRA", {"argv_replace": {"--enable-lora": None}}),
-       ("EAGLE speculator", {"argv_set": {"--speculative-config":
-                                          '{"method": "eagle", "model": "yuhuili/EAGLE-llama2-chat-7B", '
-                                          '"num_speculative_tokens": 5}'}}))
+       ("EAGLE speculator", {"argv_set": {
+           "--speculative-config": '{"method": "eagle", "model": "yuhuili/EAGLE-llama2-chat-7B", '
+                                   '"num_speculative_tokens": 5}'}}))
