@@ -259,3 +259,17 @@ expect("254", ("upx-ngram-spec-with-lora",), "high",
        ("EAGLE speculator", {"argv_set": {
            "--speculative-config": '{"method": "eagle", "model": "yuhuili/EAGLE-llama2-chat-7B", '
                                    '"num_speculative_tokens": 5}'}}))
+
+
+# --------------------------------------------------------------------------- batch 21
+expect("255", ("upx-dsa-sparse-mla-fp8-e4m3-kv",), "high",
+       ("fp8 (ds_mla layout)", {"argv_set": {"--kv-cache-dtype": "fp8"}}))
+expect("256", ("upx-gptoss-non-openai-tool-parser",), "high",
+       ("openai parser", {"argv_replace": {"--tool-call-parser=llama3_json":
+                                           "--tool-call-parser=openai"}}))
+expect("257", ("upx-minimax-m2-with-m1-chat-template",), "high",
+       ("checkpoint template", {"argv_replace": {
+           "--chat-template": None, "examples/tool_chat_template_minimax_m1.jinja": None}}))
+expect("258", ("upx-qwen2-fp16-overflow",), "critical",
+       ("bfloat16", {"argv_set": {"--dtype": "bfloat16"}}),
+       ("Qwen3", {"argv_replace": {"Qwen/Qwen2.5-VL-3B-Instruct": "Qwen/Qwen3-VL-4B-Instruct"}}))
