@@ -273,3 +273,17 @@ expect("257", ("upx-minimax-m2-with-m1-chat-template",), "high",
 expect("258", ("upx-qwen2-fp16-overflow",), "critical",
        ("bfloat16", {"argv_set": {"--dtype": "bfloat16"}}),
        ("Qwen3", {"argv_replace": {"Qwen/Qwen2.5-VL-3B-Instruct": "Qwen/Qwen3-VL-4B-Instruct"}}))
+
+
+# --------------------------------------------------------------------------- batch 22
+expect("259", ("upx-pascal-gpu-unsupported",), "critical",
+       ("Turing", {"gpus": [{"name": "Tesla T4", "memory_gib": 16, "count": 2}]}))
+expect("260", ("upx-awq-forced-legacy-kernel",), "medium",
+       ("awq_marlin", {"argv_set": {"--quantization": "awq_marlin"}}),
+       ("auto-detected", {"argv_replace": {"--quantization": None, "awq": None}}))
+expect("261", ("upx-gh200-deepgemm-illegal-address",), "high",
+       ("DeepGEMM off", {"env": {"VLLM_USE_DEEP_GEMM": "0"}}),
+       ("H100", {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_gib": 80, "count": 2}]}))
+expect("262", ("upx-dsv4-sm12x-boot-regression-0-27",), "high",
+       ("0.26.0", {"vllm_version": "0.26.0"}),
+       ("B200", {"gpus": [{"name": "NVIDIA B200", "memory_gib": 180, "count": 2}]}))
