@@ -287,3 +287,11 @@ expect("261", ("upx-gh200-deepgemm-illegal-address",), "high",
 expect("262", ("upx-dsv4-sm12x-boot-regression-0-27",), "high",
        ("0.26.0", {"vllm_version": "0.26.0"}),
        ("B200", {"gpus": [{"name": "NVIDIA B200", "memory_gib": 180, "count": 2}]}))
+
+
+# --------------------------------------------------------------------------- batch 23
+expect("263", ("upx-gptoss-mxfp4-below-ampere",), "critical",
+       ("L4", {"gpus": [{"name": "NVIDIA L4", "memory_gib": 24, "count": 1}]}))
+expect("264", ("upx-qwen3-vl-turing-vision-backend",), "high",
+       ("A10G", {"gpus": [{"name": "NVIDIA A10G", "memory_gib": 24, "count": 1}]}),
+       ("Qwen2.5-VL", {"argv_replace": {"Qwen/Qwen3-VL-4B-Instruct": "Qwen/Qwen2.5-VL-3B-Instruct"}}))
