@@ -294,4 +294,5 @@ expect("263", ("upx-gptoss-mxfp4-below-ampere",), "critical",
        ("L4", {"gpus": [{"name": "NVIDIA L4", "memory_gib": 24, "count": 1}]}))
 expect("264", ("upx-qwen3-vl-turing-vision-backend",), "high",
        ("A10G", {"gpus": [{"name": "NVIDIA A10G", "memory_gib": 24, "count": 1}]}),
-       ("Qwen2.5-VL", {"argv_replace": {"Qwen/Qwen3-VL-4B-Instruct": "Qwen/Qwen2.5-VL-3B-Instruct"}}))
+       ("Qwen2.5-VL", {"argv_replace": {"Qwen/Qwen3-VL-4B-Instruct":
+                                        "Qwen/Qwen2.5-VL-3B-Instruct"}}))
