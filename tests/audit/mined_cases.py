@@ -296,3 +296,15 @@ expect("264", ("upx-qwen3-vl-turing-vision-backend",), "high",
        ("A10G", {"gpus": [{"name": "NVIDIA A10G", "memory_gib": 24, "count": 1}]}),
        ("Qwen2.5-VL", {"argv_replace": {"Qwen/Qwen3-VL-4B-Instruct":
                                         "Qwen/Qwen2.5-VL-3B-Instruct"}}))
+
+
+# --------------------------------------------------------------------------- batch 24
+expect("265", ("upx-qwen3-needs-vllm-0-8-5",), "critical",
+       ("0.8.5", {"vllm_version": "0.8.5"}))
+expect("266", ("upx-qwen25-vl-needs-vllm-0-7-2",), "critical",
+       ("0.7.2", {"vllm_version": "0.7.2"}))
+expect("267", ("upx-glm4-hf-needs-vllm-0-6-5",), "critical",
+       ("0.6.5", {"vllm_version": "0.6.5"}),
+       ("original checkpoint", {"argv_replace": {"./glm-4-9b-chat-hf": "./glm-4-9b-chat"}}))
+expect("268", ("upx-switchable-thinking-with-deepseek-r1-parser",), "medium",
+       ("deepseek_v3 parser", {"argv_set": {"--reasoning-parser": "deepseek_v3"}}))
