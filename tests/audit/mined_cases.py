@@ -308,3 +308,15 @@ expect("267", ("upx-glm4-hf-needs-vllm-0-6-5",), "critical",
        ("original checkpoint", {"argv_replace": {"./glm-4-9b-chat-hf": "./glm-4-9b-chat"}}))
 expect("268", ("upx-switchable-thinking-with-deepseek-r1-parser",), "medium",
        ("deepseek_v3 parser", {"argv_set": {"--reasoning-parser": "deepseek_v3"}}))
+
+
+# --------------------------------------------------------------------------- batch 25
+expect("269", ("upx-gptoss-forced-backend-without-sinks",), "high",
+       ("auto backend", {"argv_replace": {"--attention-backend": None, "FLASHINFER": None}}),
+       ("Triton backend", {"argv_set": {"--attention-backend": "TRITON_ATTN"}}))
+expect("270", ("upx-disable-sliding-window-caps-max-len",), "medium",
+       ("window kept", {"argv_replace": {"--disable-sliding-window": None}}),
+       ("4k context", {"argv_set": {"--max-model-len": "4096"}}))
+expect("271", ("upx-rocm-cdna3-mla-gluon-0-27",), "high",
+       ("AITER MLA off", {"env": {"VLLM_ROCM_USE_AITER_MLA": "0"}}),
+       ("MI355X", {"gpus": [{"name": "AMD Instinct MI355X", "memory_gib": 288, "count": 8}]}))
