@@ -320,3 +320,9 @@ expect("270", ("upx-disable-sliding-window-caps-max-len",), "medium",
 expect("271", ("upx-rocm-cdna3-mla-gluon-0-27",), "high",
        ("AITER MLA off", {"env": {"VLLM_ROCM_USE_AITER_MLA": "0"}}),
        ("MI355X", {"gpus": [{"name": "AMD Instinct MI355X", "memory_gib": 288, "count": 8}]}))
+
+
+# --------------------------------------------------------------------------- batch 26
+expect("272", ("upx-gptoss-no-tool-call-parser",), "low",
+       ("openai parser", {"argv_add": ["--enable-auto-tool-choice", "--tool-call-parser",
+                                       "openai"]}))
