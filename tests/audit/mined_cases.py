@@ -326,3 +326,12 @@ expect("271", ("upx-rocm-cdna3-mla-gluon-0-27",), "high",
 expect("272", ("upx-gptoss-no-tool-call-parser",), "low",
        ("openai parser", {"argv_add": ["--enable-auto-tool-choice", "--tool-call-parser",
                                        "openai"]}))
+
+
+# --------------------------------------------------------------------------- batch 27
+expect("273", ("upx-qwen-vl-fp8-e5m2-kv-corruption",), "critical",
+       ("e4m3", {"argv_set": {"--kv-cache-dtype": "fp8_e4m3"}}))
+expect("274", ("upx-dsv4-prefix-cache-never-hits",), "medium",
+       ("prefix caching off", {"argv_replace": {"--enable-prefix-caching":
+                                                "--no-enable-prefix-caching"}}),
+       ("older release", {"vllm_version": "0.21.0"}))
