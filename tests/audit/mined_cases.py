@@ -335,3 +335,12 @@ expect("274", ("upx-dsv4-prefix-cache-never-hits",), "medium",
        ("prefix caching off", {"argv_replace": {"--enable-prefix-caching":
                                                 "--no-enable-prefix-caching"}}),
        ("older release", {"vllm_version": "0.21.0"}))
+
+
+# --------------------------------------------------------------------------- batch 28
+expect("275", ("upx-glm4x-non-glm-tool-parser",), "high",
+       ("glm4_moe parser", {"argv_set": {"--tool-call-parser": "glm4_moe"}}))
+expect("276", ("upx-glm47-parser-zero-arg-tool-calls",), "medium",
+       ("GLM-4.6", {"argv_replace": {"zai-org/GLM-4.7": "zai-org/GLM-4.6"}}))
+expect("277", ("upx-kimi-k25-without-reasoning-parser",), "medium",
+       ("kimi_k2 reasoning parser", {"argv_add": ["--reasoning-parser", "kimi_k2"]}))
