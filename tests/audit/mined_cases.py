@@ -344,3 +344,12 @@ expect("276", ("upx-glm47-parser-zero-arg-tool-calls",), "medium",
        ("GLM-4.6", {"argv_replace": {"zai-org/GLM-4.7": "zai-org/GLM-4.6"}}))
 expect("277", ("upx-kimi-k25-without-reasoning-parser",), "medium",
        ("kimi_k2 reasoning parser", {"argv_add": ["--reasoning-parser", "kimi_k2"]}))
+
+
+# --------------------------------------------------------------------------- batch 29
+expect("278", ("upx-llama4-max-len-below-attention-chunk",), "high",
+       ("8k context", {"argv_set": {"--max-model-len": "8192"}}),
+       ("0.8.4", {"vllm_version": "0.8.4"}))
+expect("279", ("upx-tool-calling-on-base-checkpoint",), "medium",
+       ("instruct checkpoint", {"argv_replace": {"mistralai/Mistral-Small-3.1-24B-Base-2503":
+                                                 "mistralai/Mistral-Small-3.1-24B-Instruct-2503"}}))
