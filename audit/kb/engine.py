@@ -63,7 +63,7 @@ KINDS = frozenset({"known_issue", "ceiling", "pitfall", "template", "metric", "m
 CADENCES = frozenset({"config", "metrics"})
 TOP_LEVEL = frozenset(
     {"vllm", "flags", "flags_meta", "model", "gpu", "template", "metrics", "geometry", "host",
-     "memory"}  # memory: issue 11 per-GPU memory budget (audit/kb/memory.py)
+     "memory", "server"}  # memory: issue 11 per-GPU budget (audit/kb/memory.py)
 )
 REQUIRED_FIELDS = frozenset(
     {"id", "title", "kind", "severity", "cadence", "condition", "message", "remediation",

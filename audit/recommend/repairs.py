@@ -270,6 +270,8 @@ REPAIRS: dict[str, Repair] = {
     "gemma4-streamed-turn-leak-untested": _thinking,
     "gemma4-mtp-amplifies-turn-leak": _thinking,
     "up-gemma4-mm-batched-tokens-below-image": _batched,
+    "upx-gemma4-mm-default-batched-tokens-below-image": _batched,
+    "upx-hybrid-default-max-num-seqs-mamba-blocks": _max_num_seqs,
     "spec-parallel-drafting-vanilla-eagle3": _parallel_drafting,
     "gemma4-mtp-on-int4-target": _spec_replace,
     "spec-dflash-on-ada": _spec_replace,

@@ -217,6 +217,8 @@ def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, A
     cid = case_id(path)
     version = extract_version(case.get("vllm_version"))
     report = report_skeleton(f"case-{cid}", _gpus(case.get("gpus") or [], cid))
+    if case.get("nvidia_driver_version"):  # optional: the host driver the report names
+        report["host"]["nvidia_driver_version"] = case["nvidia_driver_version"]
     argv, image, mounts = _container_argv(case["argv"], version)
     parsed = parse_argv(argv)
     report["x_case"] = {"id": cid, "title": case.get("title"), "version_raw":
@@ -225,7 +227,8 @@ def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, A
                         "launcher": parsed.launcher}
     if parsed.is_server or include_bench:
         names = parsed.values.get("served_model_name") or [parsed.values.get("model") or "m"]
-        values = CASE_METRICS.get(cid)
+        # metrics_values: numbers a more_cases report quotes from its /metrics (optional)
+        values = CASE_METRICS.get(cid) or case.get("metrics_values")
         text = metrics_text(values, version, str(names[0])) if values else None
         report["servers"].append(server_entry(
             argv, version, pid=1000 + int(cid), image=image,

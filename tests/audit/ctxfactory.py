@@ -139,6 +139,9 @@ def _light() -> dict[str, Any]:
         "geometry": geometry,
         "host": {"hostname": "verda-h100", "machine_id": "m-1", "labels": {}, "gpu_count": 2,
                  "driver": "580.95.05", "cuda": "13.0"},
+        # audit/kb/context.py build_context "server" block (env rules read server.env).
+        "server": {"pid": 4242, "base_url": "http://127.0.0.1:8000", "env": {},
+                   "started_at": None, "errors": [], "key": "http://127.0.0.1:8000"},
     }
 
 

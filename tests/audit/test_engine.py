@@ -121,8 +121,8 @@ def test_it_rejects_an_unknown_operator_as_a_syntax_error(tmp_path):
 
 
 def test_it_rejects_an_unknown_top_level_variable(tmp_path):
-    message = load_error(tmp_path, condition='server.pid > 1')
-    assert "unknown variable(s) ['server']" in message
+    message = load_error(tmp_path, condition='process.pid > 1')
+    assert "unknown variable(s) ['process']" in message
 
 
 def test_it_rejects_an_unknown_context_key(tmp_path):

@@ -22,6 +22,7 @@ from audit.kb.engine import load_rules
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import casekit  # noqa: E402
 from ctxfactory import make_context  # noqa: E402
+from mined_cases import EXPECTATIONS as MINED_EXPECTATIONS  # noqa: E402
 
 MORE_CASES = Path(__file__).resolve().parent / "more_cases"
 
@@ -60,6 +61,8 @@ EXPECTATIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "115": (("up-fp8-weights-pre-ada",), "high"),
     # #54318: Qwen3.8-Flash-Next-FP8 on 4x A100 with a model-launch image tag.
     "116": (("up-fp8-weights-pre-ada",), "high"),
+    # 2NN: rules mined from the tracker for issue 12 (tests/audit/mined_cases.py).
+    **MINED_EXPECTATIONS,
 }
 
 
