@@ -1,6 +1,6 @@
-"""One simulated host per real bug report in ``shared/cases/reports`` (its real command line).
+"""One simulated host per real bug report in ``demo/data/cases/reports`` (its real command line).
 
-Conversion rules (``shared/cases/README.md``; adapted from ``tests/agent/fa_cases.py`` and
+Conversion rules (``demo/data/cases/README.md``; adapted from ``tests/agent/fa_cases.py`` and
 ``tests/audit/casekit.py``): ``docker run ... IMAGE ARGS`` and bare ``IMAGE ARGS``
 (Kubernetes) lines become the container's server process with the image recorded;
 images older than vLLM PR #25967 (2025-10-02, taken as < 0.11.0) start the api_server
@@ -25,9 +25,9 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from audit.kb.gpus import lookup
-from fleet.simulator.exposition import metrics_dir
-from fleet.simulator.specs import Container, GpuSpec, HostSpec, ServerSpec, int_option, option
-from fleet.simulator.traffic import Workload
+from demo.paths import report_paths
+from demo.specs import Container, GpuSpec, HostSpec, ServerSpec, int_option, option
+from demo.traffic import Workload
 
 _GIB = 2**30
 _VERSION_RE = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?"
@@ -46,11 +46,6 @@ CASE_ACCEPTANCE = {
 }
 #: Healthy per-position acceptance used for spec-decode cases without a note (assumed).
 DEFAULT_ACCEPTANCE = (0.6, 0.4, 0.25, 0.15, 0.1, 0.05)
-
-
-def cases_dir() -> Path:
-    """``shared/cases/reports``."""
-    return metrics_dir().parent / "reports"
 
 
 def case_version(text: str | None) -> str:
@@ -179,5 +174,5 @@ def _server(cid: str, argv: list[str], env: dict[str, str], version: str) -> Ser
 
 def case_hosts() -> list[HostSpec]:
     """Every case that runs a server, sorted by case id."""
-    hosts = [case_host(p) for p in sorted(cases_dir().glob("*.json"))]
+    hosts = [case_host(p) for p in report_paths()]
     return [h for h in hosts if h is not None]

@@ -2,7 +2,7 @@
 
 Answers like vLLM does (vllm-facts.md section 2): ``/version`` and ``/metrics`` need no
 key, ``/v1/*`` wants ``Authorization: Bearer <key>`` when the server has ``--api-key``.
-``/metrics`` advances the server's :class:`~fleet.simulator.traffic.TrafficState` to
+``/metrics`` advances the server's :class:`~demo.traffic.TrafficState` to
 the current time and renders it in the naming era of the version it claims. Adapted from
 ``tests/agent/fa_emulator.py``. Binds loopback addresses only (refuses anything else).
 """
@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from fleet.simulator.exposition import render
-from fleet.simulator.traffic import TrafficState
+from demo.exposition import render
+from demo.traffic import TrafficState
 
 
 @dataclass

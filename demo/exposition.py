@@ -1,11 +1,11 @@
 """``/metrics`` text in the naming era of a vLLM version, built on a real capture.
 
-The real captures in ``shared/cases/metrics`` (index: ``metrics/INDEX.md``) are the
+The real captures in ``demo/data/cases/metrics`` (index: ``metrics/INDEX.md``) are the
 templates: the era of a version picks one capture, whose families, label sets (with or
 without ``engine``), HELP/TYPE lines, bucket layouts and ``cache_config_info`` labels are
 kept. The families the simulator drives (token counters, request gauges, latency and
 length histograms, speculative-decoding counters) are rendered from a
-:class:`~fleet.simulator.traffic.TrafficState` in that era's names; every other family is
+:class:`~demo.traffic.TrafficState` in that era's names; every other family is
 copied from the capture with the model name substituted and ``_created`` samples set to
 the process start time.
 
@@ -27,13 +27,14 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from demo.paths import metrics_dir
+
 if TYPE_CHECKING:
-    from fleet.simulator.traffic import TrafficState
+    from demo.traffic import TrafficState
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)")
 _MODEL_LABEL = re.compile(r'model_name="[^"]*"')
@@ -102,12 +103,6 @@ _HELP = {
 }
 
 
-def metrics_dir() -> Path:
-    """``shared/cases/metrics`` next to the checkout, else ``/work/shared`` (this machine)."""
-    for base in (Path(__file__).resolve().parents[3] / "shared", Path("/work/shared")):
-        if (base / "cases" / "metrics").is_dir():
-            return base / "cases" / "metrics"
-    raise FileNotFoundError("shared/cases/metrics not found next to the checkout")
 
 
 def era_for(version: str | None) -> Era:

@@ -1,9 +1,9 @@
 """A running simulated node: its ``/proc`` tree, vLLM emulators, NVML reading and agent.
 
-:class:`SimNode` turns a :class:`~fleet.simulator.specs.HostSpec` into files under
+:class:`SimNode` turns a :class:`~demo.specs.HostSpec` into files under
 ``<base>/<hostname>/`` (``root/`` for the filesystem the agent reads with ``--root``,
 ``nvml.json`` for ``--gpu-source``, ``agent.toml``, ``spool/``) and one
-:class:`~fleet.simulator.emulator.Emulator` per server. Each node's emulators bind the
+:class:`~demo.emulator.Emulator` per server. Each node's emulators bind the
 server's own port on a loopback address of their own (``127.0.1.N``), so two nodes can
 both serve port 8000 and the dashboard sees ``port:8000`` as on a real node; where that
 address cannot be bound (non-Linux loopback), a free port on 127.0.0.1 is used.
@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.simulator.emulator import Behaviour, Emulator
-from fleet.simulator.procnode import ProcNode, ServerPids
-from fleet.simulator.specs import HostSpec, ServerSpec, option
-from fleet.simulator.traffic import TrafficState
+from demo.emulator import Behaviour, Emulator
+from demo.procnode import ProcNode, ServerPids
+from demo.specs import HostSpec, ServerSpec, option
+from demo.traffic import TrafficState
 from fleet_agent import config as agent_config
 from fleet_agent import deliver, runner
 
-log = logging.getLogger("fleet.simulator")
+log = logging.getLogger("demo")
 
 #: Typical H100/GB10 power draw under load as a share of the limit (assumed).
 LOAD_POWER_SHARE = 0.86

@@ -1,4 +1,4 @@
-"""Hosts built from the seed recipes (``shared/seeds``), with the workloads they measured.
+"""Hosts built from the seed recipes (``demo/data/seeds``), with the workloads they measured.
 
 * seed 000 (Gemma 4 31B operating-point reference, 2x H100 SXM5 80GB, vLLM 0.20.0):
   LIGHT = 2 replicas TP=1, 408 output tok/s per H100, TPOT mean 141 ms at concurrency
@@ -17,7 +17,7 @@ traffic, GPU power) are assumptions, marked ``assumed`` where they are set.
 
 from __future__ import annotations
 
-from fleet.simulator.specs import (
+from demo.specs import (
     GB10_BYTES,
     GB10_NAME,
     H100_BYTES,
@@ -29,7 +29,7 @@ from fleet.simulator.specs import (
     spec_config,
     stand_in_template,
 )
-from fleet.simulator.traffic import Workload
+from demo.traffic import Workload
 
 MODEL_AWQ = "cyankiwi/gemma-4-31B-it-AWQ-4bit"
 EAGLE3 = spec_config(3, "eagle3", "RedHatAI/gemma-4-31B-it-speculator.eagle3")

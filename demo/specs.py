@@ -1,6 +1,6 @@
 """Declarative description of simulated hosts and their vLLM servers.
 
-A :class:`HostSpec` is what a node *is* (GPUs, servers); :mod:`fleet.simulator.node`
+A :class:`HostSpec` is what a node *is* (GPUs, servers); :mod:`demo.node`
 turns it into a ``/proc`` tree, emulators and a recorded NVML reading. Specs are plain
 data so scenarios can derive a changed server (upgrade, TP change) with
 :meth:`ServerSpec.changed`.
@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fleet.simulator.traffic import Workload
+from demo.traffic import Workload
 
 H100_NAME = "NVIDIA H100 80GB HBM3"
 #: NVML ``memory.total`` of an H100 80GB HBM3 (tests/agent/fixtures/nvml_h100x2.json).

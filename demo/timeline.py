@@ -37,13 +37,13 @@ from pathlib import Path
 
 import httpx
 
-from fleet.simulator import seedfleet
-from fleet.simulator.cases import case_hosts
-from fleet.simulator.node import SimNode
-from fleet.simulator.seedfleet import as_container, tp2_server
-from fleet.simulator.specs import GB10_BYTES, HostSpec
+from demo import seedfleet
+from demo.cases import case_hosts
+from demo.node import SimNode
+from demo.seedfleet import as_container, tp2_server
+from demo.specs import GB10_BYTES, HostSpec
 
-log = logging.getLogger("fleet.simulator")
+log = logging.getLogger("demo")
 
 #: Agent interval at speed 1, seconds (the dashboard's "silent" threshold is 5 intervals).
 DEFAULT_INTERVAL_S = 10

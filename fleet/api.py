@@ -155,7 +155,7 @@ def enroll(request: HttpRequest, payload: EnrollIn) -> Status:
 
 
 _REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json": {
-    "schema": {"type": "object", "description": "Agent report, shared/report-contract.md"}}}}}
+    "schema": {"type": "object", "description": "Agent report, docs/wire-contract.md"}}}}}
 
 
 @api.post("/v1/reports", auth=TokenAuth(), openapi_extra=_REPORT_BODY,

@@ -1,6 +1,6 @@
 """Secret redaction: pure functions that keep credentials on the node.
 
-Rules (issue 3, ``shared/report-contract.md`` "Redaction replaces the value, never drops the flag"):
+Rules (issue 3, ``docs/wire-contract.md`` "Redaction replaces the value, never drops the flag"):
 
 * a flag, env var or JSON key is secret when one of its words (split on ``-``, ``_``,
   ``.`` and camelCase) is in :data:`SECRET_WORDS` (``HF_TOKEN``, ``--api-key``,

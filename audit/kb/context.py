@@ -1,6 +1,6 @@
 """Build the dict every rule sees for one vLLM server of one agent report.
 
-Contract: /work/notes/AUDIT-INTERFACES.md, section "audit/kb/context.py". Pure functions, no
+Contract: docs/knowledge-base.md, section "Context reference". Pure functions, no
 Django: ``build_context(server, report, history)`` and ``build_contexts(report, history)``.
 Every documented key is always present (None / [] / {} when unknown) because CEL errors on
 missing keys. ``history`` is the previous reports of the same host, oldest first.

@@ -1,6 +1,6 @@
 """Parse a vLLM `/metrics` body into canonical values and derive live windows from two scrapes.
 
-Public API (contract: /work/notes/AUDIT-INTERFACES.md, section "audit/kb/metrics.py"):
+Public API (contract: docs/knowledge-base.md, section "Metrics"):
 
 - `parse(text) -> MetricSnapshot`: never raises; problems are listed in `snapshot.errors`.
 - `window(prev, cur, elapsed_s) -> dict`: derived values for one interval (see

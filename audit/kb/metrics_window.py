@@ -1,6 +1,6 @@
 """Live-window derivation from two `MetricSnapshot`s (see audit.kb.metrics for the parser).
 
-Spec-decode maths follow /work/shared/reference/vllm-facts.md section 1.5 (vLLM's
+Spec-decode maths follow docs/vllm-facts.md section 1.5 (vLLM's
 `SpecDecodingLogging` convention): acceptance rate = accepted / draft tokens, mean acceptance
 length = 1 + accepted / drafts (bonus token included), per-position rate = accepted at
 position p / drafts. Percentiles follow PromQL `histogram_quantile`

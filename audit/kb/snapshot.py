@@ -1,6 +1,6 @@
 """Offline evaluation of contract report files: the engine behind ``manage.py audit_snapshot``.
 
-``evaluate_files(paths, history=False)`` reads agent reports (shared/report-contract.md),
+``evaluate_files(paths, history=False)`` reads agent reports (docs/wire-contract.md),
 validates each with ``fleet_agent.schema.parse_report``, builds one context per server
 (audit.kb.context.build_contexts), evaluates the knowledge base and returns::
 

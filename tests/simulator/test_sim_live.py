@@ -14,9 +14,9 @@ from django.core import mail
 from django.core.management import CommandError, call_command
 
 from audit.models import AlertChannel, Delivery, Finding, FindingEvent, Trigger
+from demo.receiver import WebhookReceiver
+from demo.timeline import TIMELINE, Event
 from fleet.models import Host, Report
-from fleet.simulator.receiver import WebhookReceiver
-from fleet.simulator.timeline import TIMELINE, Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,7 +76,7 @@ def test_the_timeline_produces_the_findings_and_events_of_each_scenario(enrolled
     assert "restart-without-config-change" in _active("h100-chat-05")
     assert {"serving-queue-collapse", "gemma4-mtp-unified-memory-concurrency-ceiling"} \
         <= _active("gb10-spark-03")
-    assert "gemma4-chat-template-unvetted" in _active("h100-awq-07")  # see fleet.simulator.specs
+    assert "gemma4-chat-template-unvetted" in _active("h100-awq-07")  # see demo.specs
     healthy = _active("gb10-spark-01")
     assert not healthy & {"gemma4-31b-nvfp4-eagle3-single-stream-slow",
                           "gemma4-spec-acceptance-below-baseline"}

@@ -1,6 +1,6 @@
 """``manage.py simulate_fleet --url URL``: play the replayed real fleet against a dashboard.
 
-Builds the simulated nodes (``fleet.simulator``) under ``--sim-dir`` (default
+Builds the simulated nodes (``demo``) under ``--sim-dir`` (default
 ``var/sim``), creates an enrollment secret, enrolls every node through
 ``POST /api/v1/enroll`` and plays the timeline: each round every reporting node runs one
 real ``fleet-agent`` cycle (collect, spool, gzip POST to ``/api/v1/reports``). Bounded:
@@ -29,12 +29,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from demo.receiver import WebhookReceiver
+from demo.timeline import FleetSim, dashboard_up
 from fleet.models import EnrollmentSecret
-from fleet.simulator.receiver import WebhookReceiver
-from fleet.simulator.timeline import FleetSim, dashboard_up
 
 SECRET_NAME = "fleet-simulator"  # noqa: S105  (a label, not the secret)
-log = logging.getLogger("fleet.simulator")
+log = logging.getLogger("demo")
 
 
 def is_loopback_url(url: str) -> bool:
