@@ -10,7 +10,9 @@ COPY fleet_agent ./fleet_agent
 RUN pip install '.[server]'
 COPY . .
 # Static files are collected at build time; settings need no secret for that.
-RUN DEBUG=true python manage.py collectstatic --noinput -v0 && chown -R fleet /app/var
+# The agent wheel served at /agent/dist/ is built here too (never inside a request).
+RUN DEBUG=true python manage.py collectstatic --noinput -v0 \
+    && DEBUG=true python manage.py build_agent_wheel && chown -R fleet /app/var
 USER fleet
 
 EXPOSE 8000
