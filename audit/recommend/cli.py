@@ -15,7 +15,8 @@ from typing import Any, TextIO
 
 from audit import planner
 from audit.kb.engine import RuleError, load_rules
-from audit.kb.snapshot import InputError, read_report
+from audit.kb.snapshot import InputError, add_rules_argument, read_report, rules_source
+from audit.kb.sources import readable
 from audit.recommend import cli_json, recommend_report
 from audit.recommend.workload import PROFILES
 
@@ -27,6 +28,7 @@ def recommend_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     parser.add_argument("--workload", choices=PROFILES, default=None,
                         help="workload profile (default: inferred from live metrics)")
     parser.add_argument("--format", choices=("json", "text"), default="json")
+    add_rules_argument(parser)
     return parser
 
 
@@ -38,15 +40,19 @@ def plan_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argum
                         help="target vLLM version (repeat for a fleet comparison)")
     parser.add_argument("--model", default=None, help="only servers running this model")
     parser.add_argument("--format", choices=("json", "text"), default="json")
+    add_rules_argument(parser)
     return parser
 
 
 def run_recommend(path: str, workload: str | None, fmt: str, out: TextIO = sys.stdout,
-                  err: TextIO = sys.stderr) -> int:
-    """Recommend for every server of one report file; returns the exit code."""
+                  err: TextIO = sys.stderr, rules: str | None = None) -> int:
+    """Recommend for every server of one report file; returns the exit code.
+
+    ``rules``: the rule folder (``--rules``; default ``AUDIT_RULES_DIR``, else audit/rules).
+    """
     try:
         report = read_report(path)
-        result = recommend_report(report, workload=workload, kb=load_rules())
+        result = recommend_report(report, workload=workload, kb=load_rules(rules_source(rules)))
     except (InputError, ValueError) as exc:
         if isinstance(exc, RuleError):
             err.write(f"recommend: the knowledge base does not load: {exc}\n")
@@ -74,7 +80,7 @@ def render_text(result: dict[str, Any]) -> str:
             lines.append(f"  {row['flag']}: {row['current']} -> {row['recommended']}")
             lines.append(f"      why: {row['reason']}")
             if row["references"]:
-                lines.append(f"      refs: {', '.join(row['references'])}")
+                lines.append(f"      refs: {'; '.join(map(readable, row['references']))}")
         for fig in item["expected"]:
             kind = "measured" if fig["measured"] else "extrapolated"
             lines.append(f"  expect {fig['figure']}: {fig['value']} {fig['unit']} ({kind}; "
@@ -84,11 +90,12 @@ def render_text(result: dict[str, Any]) -> str:
 
 
 def run_plan(paths: Sequence[str], targets: list[str], model: str | None, fmt: str,
-             out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Plan the upgrade of every server in the report files to each target."""
+             out: TextIO = sys.stdout, err: TextIO = sys.stderr, rules: str | None = None) -> int:
+    """Plan the upgrade of every server in the report files to each target (``rules`` as in
+    :func:`run_recommend`)."""
     try:
         reports = [read_report(p) for p in paths]
-        kb = load_rules()
+        kb = load_rules(rules_source(rules))
         for target in targets:
             planner.normalise_target(target)
         plans = [p for r in reports for t in targets

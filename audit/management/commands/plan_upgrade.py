@@ -28,6 +28,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         code = cli.run_plan(options["files"], options["target"], options["model"],
-                            options["format"], out=self.stdout, err=self.stderr)
+                            options["format"], out=self.stdout, err=self.stderr,
+                            rules=options["rules"])
         if code:
             sys.exit(code)
