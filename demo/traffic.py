@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from demo.exposition import Era, era_for
+from demo.eras import Era, era_for
 
 #: Spread (log-space standard deviation) of every simulated latency/length distribution.
 SIGMA = 0.35

@@ -29,6 +29,7 @@ from ninja.security import HttpBearer
 from fleet.bodies import BodyError, read_capped_body
 from fleet.models import AgentToken, EnrollmentSecret, Host
 from fleet.ratelimit import check_rate
+from fleet.recording import record_report
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -175,7 +176,7 @@ def submit_report(request: HttpRequest) -> Status:
         raise ApiRefusal(403, "report machine_id does not match this token's host",
                          [{"path": "host.machine_id", "message": "belongs to another host"}])
     with transaction.atomic():
-        report, created = token.host.record_report(wire, raw)
+        report, created = record_report(token.host, wire, raw)
         if created:
             transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
     return Status(202, {"report_id": str(report.report_id), "duplicate": not created})

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from audit.kb.metrics_names import RULE_NAMES, SPEC_NAMES
-
-if TYPE_CHECKING:  # imported for type hints only: metrics.py imports this module
-    from audit.kb.metrics import Histogram, MetricSnapshot
+from audit.kb.metrics_snapshot import Histogram, MetricSnapshot
 
 _PERCENTILES = (
     ("ttft_p50_s", "ttft", 0.5),

@@ -13,10 +13,17 @@ it, so adding a channel kind is one new module here, never an ``if kind == ...``
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-if TYPE_CHECKING:
-    from audit.models.alerts import AlertChannel
+from audit.kb.engine import SEVERITY_RANK
+
+
+class AlertChannel(Protocol):
+    """What a transport reads of its channel (an ``audit.models.alerts.AlertChannel`` row;
+    typed structurally so transports never import the models that register them)."""
+
+    destination: str
+    secret: str
 
 #: Version tag of the JSON the webhook transport posts (and Delivery.message stores).
 MESSAGE_SCHEMA = "fleet-audit.alert/v1"
@@ -102,13 +109,12 @@ class AlertMessage:
 
     def top_findings(self, limit: int = 5) -> list[FindingRef]:
         """Distinct findings across items, most severe first (for short formats)."""
-        from audit.models.findings import SEVERITY_ORDER
-
         seen: dict[str, FindingRef] = {}
         for item in self.items:
             for ref in item.findings:
                 seen.setdefault(ref.rule_id, ref)
-        ordered = sorted(seen.values(), key=lambda r: -SEVERITY_ORDER.get(r.severity, 0))
+        info = SEVERITY_RANK["info"]
+        ordered = sorted(seen.values(), key=lambda r: SEVERITY_RANK.get(r.severity, info))
         return ordered[:limit]
 
 
