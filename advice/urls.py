@@ -1,11 +1,11 @@
 """URLs of the recommendation and upgrade-planner pages (all login-required).
 
-Include from config/urls.py with ``path("", include("audit.urls_recommend"))``.
+Include from config/urls.py with ``path("", include("advice.urls"))``.
 """
 
 from django.urls import path
 
-from audit import views_recommend as views
+from advice import views
 
 app_name = "recommend"
 

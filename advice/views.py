@@ -1,7 +1,7 @@
 """Pages for the recommended configuration and the upgrade planner (issue 5).
 
-All login-required; every value comes from the pure libraries (audit.recommend,
-audit.planner) run on each server's latest stored report (``Server.last_report.raw``).
+All login-required; every value comes from the pure libraries (advice.recommend,
+advice.planner) run on each server's latest stored report (``Server.last_report.raw``).
 
 * ``host_recommend``: every running server of a host with its recommended command (copy
   button) and per-flag diff, workload override via ``?workload=``.
@@ -11,7 +11,7 @@ audit.planner) run on each server's latest stored report (``Server.last_report.r
 * ``plan_fleet``: for candidate versions, how many servers each would block or put at risk.
 
 ``server_recommendation(server)`` / ``host_recommendations(host)`` are the helpers the host
-page uses with ``templates/audit/_recommendation.html``.
+page uses with ``templates/advice/_recommendation.html``.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from audit import planner
-from audit.recommend import recommend_server
-from audit.recommend.workload import PROFILES
+from advice import planner
+from advice.recommend import recommend_server
+from advice.recommend.workload import PROFILES
 from fleet.models import Host, Server
 
 
@@ -42,7 +42,7 @@ def _report_entry(server: Server) -> tuple[dict[str, Any], dict[str, Any]] | Non
 
 
 def server_recommendation(server: Server, workload: str | None = None) -> dict[str, Any] | None:
-    """The recommendation dict (audit.recommend.output.server_result) for one server, or
+    """The recommendation dict (advice.recommend.output.server_result) for one server, or
     None when its latest report is not stored. Raises ValueError for an unknown workload."""
     found = _report_entry(server)
     if found is None:
@@ -65,7 +65,7 @@ def host_recommend(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     workload = request.GET.get("workload") or None
     if workload not in PROFILES:
         workload = None
-    return render(request, "audit/recommend_host.html", {
+    return render(request, "advice/recommend_host.html", {
         "host": host, "workload": workload, "profiles": PROFILES,
         "items": host_recommendations(host, workload)})
 
@@ -118,7 +118,7 @@ def plan_upgrade(request: HttpRequest) -> HttpResponse:
         except ValueError as exc:
             error, target = str(exc), None
     plans, pending = _plans(servers, target)
-    return render(request, "audit/recommend_plan.html", {
+    return render(request, "advice/recommend_plan.html", {
         "target": target, "scope": scope, "plans": plans, "pending": pending, "error": error,
         "known_versions": planner.known_versions(), "hosts": Host.objects.order_by("hostname"),
         "query": request.GET})
@@ -139,5 +139,5 @@ def plan_fleet(request: HttpRequest) -> HttpResponse:
         if found:
             reports.append({**found[0], "servers": [found[1]]})
     fleet = planner.plan_fleet(reports, candidates)
-    return render(request, "audit/recommend_fleet.html", {
+    return render(request, "advice/recommend_fleet.html", {
         "rows": fleet["candidates"], "error": error, "candidates": " ".join(raw)})

@@ -29,8 +29,8 @@ from django.conf import settings
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from audit.models import AlertChannel, Delivery, DeliveryAttempt, Trigger
-from audit.transports import AlertMessage, TransportError
+from alerts.models import AlertChannel, Delivery, DeliveryAttempt, Trigger
+from alerts.transports import AlertMessage, TransportError
 
 log = logging.getLogger(__name__)
 

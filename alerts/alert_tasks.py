@@ -5,7 +5,7 @@
   ``ALERT_GROUP_WINDOW_S`` after the first new event, so events arriving within
   the window become one message per channel.
 - ``alerts.send_delivery(delivery_id)``: send one delivery (see
-  :mod:`audit.alert_sending`); transient failures retry with a countdown kept
+  :mod:`alerts.alert_sending`); transient failures retry with a countdown kept
   below half the broker visibility timeout.
 - ``alerts.sweep`` (beat, every window): dispatch events older than the window
   that no scheduled dispatch took, and re-enqueue deliveries whose task was lost.
@@ -26,7 +26,7 @@ from django.core.cache import cache
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
 
-from audit import alert_sending, alerts
+from alerts import alert_sending, alerts
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,11 @@ def enqueue_sends(delivery_ids: Iterable[int]) -> int:
             break
         queued += 1
     return queued
+
+
+def on_findings_evaluated(sender: object = None, **kwargs: object) -> None:
+    """Receiver of :data:`audit.signals.findings_evaluated`: schedule the outbox dispatch."""
+    schedule_dispatch()
 
 
 def schedule_dispatch() -> bool:
@@ -124,7 +129,7 @@ def check_silent_hosts() -> int:
 def send_test(channel_id: int) -> int:
     """Create a test delivery for channel ``channel_id`` and enqueue it after commit
     (the same path as real alerts). Returns the delivery id."""
-    from audit.models import AlertChannel
+    from alerts.models import AlertChannel
 
     delivery = alerts.create_test_delivery(AlertChannel.objects.get(pk=channel_id))
     transaction.on_commit(partial(enqueue_sends, [delivery.pk]))

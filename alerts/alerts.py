@@ -1,6 +1,6 @@
 """Alert routing: which finding events reach which channel, grouped and throttled.
 
-Flow (driven by :mod:`audit.alert_tasks`):
+Flow (driven by :mod:`alerts.alert_tasks`):
 
 1. :func:`dispatch` claims undispatched :class:`~audit.models.FindingEvent` rows
    (``SELECT ... FOR UPDATE SKIP LOCKED`` then ``dispatched_at`` set, one
@@ -13,9 +13,9 @@ Flow (driven by :mod:`audit.alert_tasks`):
    (host, rule) throttle (:class:`~audit.models.AlertThrottle`);
 4. all events of one trigger for one channel become ONE :class:`~audit.models.Delivery`
    (a fleet upgrade of 200 hosts is one message listing them), whose rendered
-   :class:`~audit.transports.AlertMessage` is stored on the row.
+   :class:`~alerts.transports.AlertMessage` is stored on the row.
 
-Sending lives in :mod:`audit.alert_sending`; host-silence detection is
+Sending lives in :mod:`alerts.alert_sending`; host-silence detection is
 :func:`dispatch_silent_hosts`.
 """
 
@@ -34,17 +34,9 @@ from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from audit.models import (
-    SEVERITY_ORDER,
-    AlertChannel,
-    AlertThrottle,
-    Delivery,
-    Finding,
-    FindingEvent,
-    Rule,
-    Trigger,
-)
-from audit.transports import AlertItem, AlertMessage, FindingRef
+from alerts.models import AlertChannel, AlertThrottle, Delivery, Trigger
+from alerts.transports import AlertItem, AlertMessage, FindingRef
+from audit.models import SEVERITY_ORDER, Finding, FindingEvent, Rule
 from fleet.models import Host
 
 log = logging.getLogger(__name__)

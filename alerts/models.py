@@ -1,6 +1,6 @@
 """Alert channels, deliveries and throttles (issue 7).
 
-- :class:`AlertChannel`: where alerts go (kind from :mod:`audit.transports`), and
+- :class:`AlertChannel`: where alerts go (kind from :mod:`alerts.transports`), and
   which ones (triggers, minimum severity, host labels, first-report events).
 - :class:`Delivery`: one message to one channel, carrying one or a group of
   finding events. Unique per (channel, group_key) and claimed with a conditional
@@ -21,12 +21,12 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from alerts.transports import Transport, get_transport, transport_choices
 from audit.models.findings import SEVERITY_ORDER, FindingEvent, Severity
-from audit.transports import Transport, get_transport, transport_choices
 
 
 class Trigger(models.TextChoices):
-    """Why an alert is sent (see ``audit.alerts.classify``)."""
+    """Why an alert is sent (see ``alerts.alerts.classify``)."""
 
     RISKY_UPGRADE = "risky_upgrade", "risky upgrade (running or pending)"
     NEW_FINDING = "new_finding", "new finding"
@@ -74,6 +74,7 @@ class AlertChannel(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "audit_alertchannel"  # moved from the audit app; the table kept its name
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -127,7 +128,7 @@ class AlertChannel(models.Model):
 class Delivery(models.Model):
     """One message to one channel, carrying one event or a group of events.
 
-    ``message`` is the rendered :class:`audit.transports.AlertMessage` as a dict, so a
+    ``message`` is the rendered :class:`alerts.transports.AlertMessage` as a dict, so a
     retry sends what was decided at dispatch. ``claim_token``/``claimed_at`` mark
     the attempt in progress; ``possible_duplicate`` is set when an attempt was
     taken over from a worker that died after claiming: had it already sent, the
@@ -162,6 +163,7 @@ class Delivery(models.Model):
     possible_duplicate = models.BooleanField(default=False)
 
     class Meta:
+        db_table = "audit_delivery"
         constraints = [models.UniqueConstraint(fields=["channel", "group_key"],
                                                name="one_delivery_per_channel_group")]
         indexes = [models.Index(fields=["status", "next_attempt_at"])]
@@ -199,6 +201,7 @@ class DeliveryAttempt(models.Model):
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
+        db_table = "audit_deliveryattempt"
         ordering = ["delivery", "number"]
 
     def __str__(self) -> str:
@@ -214,6 +217,7 @@ class AlertThrottle(models.Model):
     last_sent_at = models.DateTimeField()
 
     class Meta:
+        db_table = "audit_alertthrottle"
         constraints = [models.UniqueConstraint(fields=["channel", "key"],
                                                name="one_throttle_per_channel_key")]
 

@@ -1,9 +1,9 @@
 """Alert pages (staff only). Included by config/urls.py as
-``path("alerts/", include("audit.urls_alerts"))``."""
+``path("alerts/", include("alerts.urls"))``."""
 
 from django.urls import path
 
-from audit import views_alerts
+from alerts import views as views_alerts
 
 app_name = "alerts"
 

@@ -19,8 +19,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from audit import alert_tasks
-from audit.models import AlertChannel, Delivery, Trigger
+from alerts import alert_tasks
+from alerts.models import AlertChannel, Delivery, Trigger
 
 #: Deliveries shown on the log page (newest first).
 LOG_LIMIT = 200
@@ -82,7 +82,7 @@ def channel_list(request: HttpRequest) -> HttpResponse:
     channels = list(AlertChannel.objects.all())
     for channel in channels:
         channel.latest = channel.deliveries.order_by("-created_at").first()
-    return render(request, "audit/alerts_channel_list.html", {"channels": channels})
+    return render(request, "alerts/channel_list.html", {"channels": channels})
 
 
 @login_required
@@ -94,7 +94,7 @@ def channel_create(request: HttpRequest) -> HttpResponse:
         channel = form.save()
         messages.success(request, f"Channel {channel.name} created; send a test to check it.")
         return redirect("alerts:channels")
-    return render(request, "audit/alerts_channel_form.html", {"form": form, "channel": None})
+    return render(request, "alerts/channel_form.html", {"form": form, "channel": None})
 
 
 @login_required
@@ -108,7 +108,7 @@ def channel_edit(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
         channel.save()
         messages.success(request, f"Channel {channel.name} saved.")
         return redirect("alerts:channels")
-    return render(request, "audit/alerts_channel_form.html", {"form": form, "channel": channel})
+    return render(request, "alerts/channel_form.html", {"form": form, "channel": channel})
 
 
 @login_required
@@ -137,7 +137,7 @@ def delivery_log(request: HttpRequest) -> HttpResponse:
         except ValueError:
             selected = None
         deliveries = deliveries.filter(channel=selected) if selected else deliveries.none()
-    return render(request, "audit/alerts_delivery_log.html", {
+    return render(request, "alerts/delivery_log.html", {
         "deliveries": deliveries.order_by("-created_at", "-id")[:LOG_LIMIT],
         "channels": AlertChannel.objects.all(), "selected": selected,
         "filtered": bool(code)})

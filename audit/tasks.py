@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from audit import evaluation
 from audit.rulebook import sync_rules
+from audit.signals import findings_evaluated
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +39,15 @@ def evaluate_report(report_id: str) -> bool:
         if outcome.opened or outcome.resolved or outcome.failures:
             log.info("report %s server %s: opened %s resolved %s failed %s", report_id,
                      outcome.server_id, outcome.opened, outcome.resolved, outcome.failures)
-    _dispatch_alerts()
+    # Consumers of finding events (the alerts outbox) listen; audit imports none of them.
+    findings_evaluated.send(sender=evaluate_report)
     return True
 
 
-def _dispatch_alerts() -> None:
-    """Hand new finding events to the alerts outbox (grouped there, see audit.alerts)."""
-    try:
-        from audit.alert_tasks import schedule_dispatch
-    except ImportError:  # alerts not installed in this build
-        return
-    schedule_dispatch()
+def queue_evaluation(sender: object = None, report_id: str = "", **kwargs: object) -> None:
+    """Receiver of :data:`fleet.signals.report_needs_evaluation`: queue the evaluation task
+    (a broker error propagates to the sender, which leaves the report for the sweep)."""
+    evaluate_report.delay(report_id)
 
 
 @shared_task(acks_late=True, ignore_result=True)

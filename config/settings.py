@@ -66,6 +66,9 @@ INSTALLED_APPS = [
     "ninja",
     "fleet",
     "audit",
+    "alerts",
+    "advice",
+    "front",
 ]
 
 MIDDLEWARE = [

@@ -158,7 +158,7 @@ def add_host(request: HttpRequest) -> HttpResponse:
         name = (request.POST.get("name") or "added from the dashboard").strip()[:100]
         _, secret = EnrollmentSecret.create(name)
         command = one_liner(settings.SITE_URL, secret)
-    return render(request, "agent/add_host.html", {
+    return render(request, "fleet/add_host.html", {
         "command": command, "site_url": settings.SITE_URL, "wheel": wheel_name(),
         "generic": one_liner(settings.SITE_URL, "YOUR_ENROLLMENT_SECRET"),
     })

@@ -27,9 +27,10 @@ from ninja.responses import Status
 from ninja.security import HttpBearer
 
 from fleet.bodies import BodyError, read_capped_body
-from fleet.models import AgentToken, EnrollmentSecret, Host
+from fleet.models import AgentToken, EnrollmentSecret, Host, Report
 from fleet.ratelimit import check_rate
 from fleet.recording import record_report
+from fleet.signals import report_needs_evaluation
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -217,16 +218,15 @@ def _validate(raw: dict[str, Any]) -> Any:
 
 
 def enqueue_evaluation(report_id: str) -> None:
-    """Queue ``audit.tasks.evaluate_report(report_id)``; a broker outage is logged only.
+    """Ask for the report's evaluation (:data:`fleet.signals.report_needs_evaluation`, whose
+    audit receiver queues ``audit.tasks.evaluate_report``); a broker outage is logged only.
 
     Runs as an on-commit callback (what ``delay_on_commit`` does), but with the
     broker error caught: the report is stored, and ``fleet.tasks.sweep_unevaluated``
     enqueues it again once the broker is back.
     """
-    from audit.tasks import evaluate_report
-
     try:
-        evaluate_report.delay(report_id)
+        report_needs_evaluation.send(sender=Report, report_id=report_id)
     except BrokerError as exc:
         log.warning("broker unavailable, report %s left for the sweep: %s", report_id, exc)
 

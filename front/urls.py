@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from fleet import views_host, views_overview, views_settings
+from front import views_host, views_overview, views_settings
 
 app_name = "fleet"
 

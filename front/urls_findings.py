@@ -3,7 +3,7 @@ Included by config/urls.py at the site root."""
 
 from django.urls import path
 
-from audit import views
+from front import views_findings as views
 
 app_name = "audit"
 

@@ -2,8 +2,8 @@
 ``views_overview`` (home page), ``views_host`` (host detail and charts) and
 ``views_settings`` (admin settings); this module keeps the historical names."""
 
-from fleet.views_host import get_host_for_user, host_detail
-from fleet.views_overview import overview
+from front.views_host import get_host_for_user, host_detail
+from front.views_overview import overview
 
 #: The overview replaced the plain hosts list at the same URL name.
 host_list = overview

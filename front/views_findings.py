@@ -26,14 +26,14 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from audit.forms import AcknowledgeForm, SilenceForm
 from audit.kb.cel_functions import version_gt
 from audit.kb.versions import parse_version, version_tuple
 from audit.models import SEVERITY_ORDER, Finding, Rule
 from audit.rulebook import current_knowledge_base, sync_rules
 from fleet.access import can, permits
 from fleet.models import Server
-from fleet.views_overview import ACTIVE, RANK_CASE, RISKY_KINDS, SEVERITIES
+from front.forms import AcknowledgeForm, SilenceForm
+from front.views_overview import ACTIVE, RANK_CASE, RISKY_KINDS, SEVERITIES
 
 FINDINGS_PER_PAGE = 100
 #: Rules whose last verification is older than this are flagged on the KB page (issue 6).
@@ -135,7 +135,7 @@ def finding_list(request: HttpRequest) -> HttpResponse:
     rules = [r.rule_id for r in _mirror()]
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "audit/findings_list.html", {
+    return render(request, "front/findings_list.html", {
         "page": page, "params": params, "severities": SEVERITIES, "statuses": STATUSES,
         "rules": rules, "query": query.urlencode(),
         "can_operate": can(request.user, "acknowledge"),
@@ -150,7 +150,7 @@ def finding_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     events = finding.events.select_related("user").order_by("at", "id")
     earlier = (Finding.objects.filter(server=finding.server, rule_id=finding.rule_id)
                .exclude(pk=finding.pk).order_by("-first_seen")[:20])
-    return render(request, "audit/findings_detail.html", {
+    return render(request, "front/findings_detail.html", {
         "finding": finding, "events": events, "earlier": earlier,
         "evidence": json.dumps(finding.evidence, indent=2, sort_keys=True, default=str),
         "can_operate": can(request.user, "acknowledge"),
@@ -307,7 +307,7 @@ def kb_list(request: HttpRequest) -> HttpResponse:
              "refs": [(u, short_reference(str(u))) for u in r.references or []]}
             for r in rules]
     kb = current_knowledge_base()
-    return render(request, "audit/kb_list.html", {
+    return render(request, "front/kb_list.html", {
         "rows": rows, "q": q, "verified_through": kb.verified_through, "kb_version": kb.version,
         "stale_days": STALE_AFTER.days, "stale_count": sum(r["stale"] for r in rows),
     })
@@ -321,7 +321,7 @@ def kb_rule(request: HttpRequest, rule_id: str) -> HttpResponse:
     findings = (Finding.objects.active().filter(rule_id=rule_id)
                 .select_related("host", "server").order_by("host__hostname", "server__identity"))
     page = Paginator(findings, FINDINGS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "audit/kb_rule.html", {
+    return render(request, "front/kb_rule.html", {
         "rule": rule, "page": page,
         "stale": rule.last_verified is None or date.today() - rule.last_verified > STALE_AFTER,
         "refs": [(u, short_reference(str(u))) for u in rule.references or []],
@@ -382,6 +382,6 @@ def _newest_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def versions(request: HttpRequest) -> HttpResponse:
     """The fleet's vLLM versions and which are risky or blocked per the KB."""
     kb = current_knowledge_base()
-    return render(request, "audit/versions_list.html", {
+    return render(request, "front/versions_list.html", {
         "rows": version_rows(), "verified_through": kb.verified_through,
     })

@@ -22,16 +22,16 @@ from audit.kb.context import build_context
 from audit.kb.flags import effective_flags, parse_argv
 from audit.models import SEVERITY_ORDER, Finding
 from audit.rulebook import current_knowledge_base
-from fleet import views_charts as charts
 from fleet.access import can
 from fleet.models import ChangeEvent, Host, MetricSample, Report, Server
 from fleet.recording import server_identity
-from fleet.views_overview import DEFAULT_INTERVAL_S, host_status
 from fleet_agent.schema import ServerInfo
+from front import views_charts as charts
+from front.views_overview import DEFAULT_INTERVAL_S, host_status
 
 log = logging.getLogger(__name__)
 
-RECOMMENDATION_TEMPLATE = "audit/_recommendation.html"
+RECOMMENDATION_TEMPLATE = "advice/_recommendation.html"
 #: ChangeEvents shown per server (newest first).
 EVENTS_PER_SERVER = 15
 
@@ -87,12 +87,12 @@ def flag_rows(ctx: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def recommendation_for(entry: dict[str, Any] | None, report: Report | None) -> Any:
-    """The recommended config from ``audit.recommend`` when that package is installed,
+    """The recommended config from ``advice.recommend`` when that package is installed,
     else None. Any failure there is logged and shown as "no recommendation", never a 500."""
     if entry is None or report is None:
         return None
     try:
-        from audit.recommend import recommend_server
+        from advice.recommend import recommend_server
     except ImportError:
         return None
     try:
@@ -182,7 +182,7 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     axis_start = max(start, host.first_seen - timedelta(minutes=1))
     chart_data = {"start": axis_start.timestamp() * 1000, "end": now.timestamp() * 1000,
                   "charts": host_charts + [c for b in blocks for c in b["charts"]]}
-    return render(request, "fleet/host_detail.html", {
+    return render(request, "front/host_detail.html", {
         "host": host, "now": now, "status": host_status(host, now), "gpus": gpus,
         "servers": blocks, "host_events": events.get(None, []), "window": window,
         "windows": list(charts.WINDOWS), "host_charts": host_charts, "chart_data": chart_data,

@@ -290,7 +290,7 @@ def kv_sparklines(host_ids: list[int], now: datetime, width: int = 90,
 
     Returns ``{host_id: {"segments": ["x,y x,y", ...], "last": float | None}}``.
     """
-    from fleet.views_charts import EpochBucket  # one bucketing expression for all charts
+    from front.views_charts import EpochBucket  # one bucketing expression for all charts
 
     start = now - SPARK_WINDOW
     first = int(start.timestamp() // SPARK_SLOT_S)
@@ -379,7 +379,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         listing = with_page_relations(ordered(annotate_worst(hosts), sort))
     page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
     keep = {k: v for k, v in params.items() if v}
-    return render(request, "fleet/overview.html", {
+    return render(request, "front/overview.html", {
         "now": now, "counts": fleet_counts(now, statuses), "moves": risky_moves(now),
         "page": page, "rows": page_rows(list(page.object_list), now), "params": params,
         "sort": sort, "options": filter_options(), "severities": SEVERITIES,

@@ -65,7 +65,7 @@ def _page(request: HttpRequest, **extra: Any) -> HttpResponse:
         "secret_form": SecretForm(), "user_form": UserForm(),
     }
     context.update(extra)
-    return render(request, "settings/index.html", context)
+    return render(request, "front/settings.html", context)
 
 
 @permits("manage_users")

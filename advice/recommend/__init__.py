@@ -1,6 +1,6 @@
 """Recommended vLLM configuration per server (issue 5). Pure Python, no Django.
 
-Entry points: :func:`recommend_report` and :func:`recommend_server` (audit.recommend.core);
+Entry points: :func:`recommend_report` and :func:`recommend_server` (advice.recommend.core);
 :func:`cli_json` projects a result onto the ``manage.py recommend`` JSON shape.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit.recommend.core import recommend_report, recommend_server
+from advice.recommend.core import recommend_report, recommend_server
 
 CLI_DIFF_KEYS = ("flag", "current", "recommended", "reason", "references")
 

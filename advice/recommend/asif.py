@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from advice.recommend.plan import Plan, render_argv
 from audit.kb.context import build_context
 from audit.kb.engine import SEVERITY_RANK, FindingResult, KnowledgeBase
-from audit.recommend.plan import Plan, render_argv
 
 ABOVE_MEDIUM = ("critical", "high")
 

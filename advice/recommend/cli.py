@@ -13,12 +13,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from audit import planner
+from advice import planner
+from advice.recommend import cli_json, recommend_report
+from advice.recommend.workload import PROFILES
 from audit.kb.engine import RuleError, load_rules
 from audit.kb.snapshot import InputError, add_rules_argument, read_report, rules_source
 from audit.kb.sources import readable
-from audit.recommend import cli_json, recommend_report
-from audit.recommend.workload import PROFILES
 
 
 def recommend_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:

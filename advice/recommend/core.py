@@ -1,7 +1,7 @@
 """Recommended configuration per server: orchestration and the vLLM version search.
 
 ``recommend_server(server, report, history, workload, kb)`` returns the full answer for one
-server (see :func:`audit.recommend.output.server_result` for the keys);
+server (see :func:`advice.recommend.output.server_result` for the keys);
 ``recommend_report(report, history, workload, kb)`` returns ``{"servers": [...]}``.
 
 Flow: context of the running server -> workload profile -> the GPUs the server holds ->
@@ -19,14 +19,14 @@ from typing import Any
 
 from packaging.version import Version
 
+from advice.recommend import asif, gemma, output, repairs
+from advice.recommend.plan import Plan
+from advice.recommend.workload import infer_workload
 from audit.kb.context import build_context
 from audit.kb.engine import SEVERITY_RANK, FindingResult, KnowledgeBase, load_rules
 from audit.kb.flags import parse_argv
 from audit.kb.gpus import describe, server_gpus
 from audit.kb.versions import RELEASE_TIMELINE, version_tuple
-from audit.recommend import asif, gemma, output, repairs
-from audit.recommend.plan import Plan
-from audit.recommend.workload import infer_workload
 
 MAX_REPAIR_ROUNDS = 6
 _OPERATING_POINT_FAMILIES = ("gemma4-31b", "gemma4-26b-a4b")
@@ -149,7 +149,7 @@ def recommend_server(server: dict[str, Any], report: dict[str, Any],
                      workload: str | None = None,
                      kb: KnowledgeBase | None = None) -> dict[str, Any]:
     """Recommended configuration for one ``report["servers"]`` element (see
-    :func:`audit.recommend.output.server_result` for the shape). Raises ``ValueError`` for
+    :func:`advice.recommend.output.server_result` for the shape). Raises ``ValueError`` for
     an unknown ``workload``."""
     kb = kb or default_kb()
     ctx = build_context(server, report, history)

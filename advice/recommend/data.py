@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-_FILE = Path(__file__).resolve().parent.parent / "kb" / "data" / "operating_points.yaml"
+_FILE = Path(__file__).resolve().parents[2] / "audit" / "kb" / "data" / "operating_points.yaml"
 OPS: dict[str, Any] = yaml.safe_load(_FILE.read_text(encoding="utf-8"))
 
 

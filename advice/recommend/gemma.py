@@ -1,6 +1,6 @@
 """Operating point for Gemma 4 31B / 26B-A4B (seed 000 recipes, 001, 003; R1-R6).
 
-:func:`apply_operating_point` changes a :class:`~audit.recommend.plan.Plan` in place:
+:func:`apply_operating_point` changes a :class:`~advice.recommend.plan.Plan` in place:
 layout (replicas x TP), ``--gpu-memory-utilization``, ``--max-model-len`` (KV estimate
 minus 5%, never above the model maximum), ``--max-num-seqs`` (bandwidth knee x TP, or a
 measured recipe ceiling), ``--max-num-batched-tokens``, ``--kv-cache-dtype``, speculator,
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from advice.recommend import asif, data
+from advice.recommend.plan import Plan
 from audit.kb.templates import KNOWN_TEMPLATES
-from audit.recommend import asif, data
-from audit.recommend.plan import Plan
 
 TEMPLATE_REF = "seed:000_ffb301503ad246f2.txt#Three load-bearing facts"
 KNEE_REF = "seed:000_ffb301503ad246f2.txt#Three load-bearing facts"

@@ -15,11 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit.kb.engine import KnowledgeBase
-from audit.kb.flags import parse_argv
-from audit.kb.gpus import bandwidth_knee, lookup
-from audit.recommend import asif, data
-from audit.recommend.plan import (
+from advice.recommend import asif, data
+from advice.recommend.plan import (
     Plan,
     display,
     docker_argv,
@@ -27,6 +24,9 @@ from audit.recommend.plan import (
     render_argv,
     shell_join,
 )
+from audit.kb.engine import KnowledgeBase
+from audit.kb.flags import parse_argv
+from audit.kb.gpus import bandwidth_knee, lookup
 
 _H100_NAME = "NVIDIA H100 80GB HBM3"  # the seeds' measurement GPU (data/gpus.yaml row)
 
@@ -60,7 +60,7 @@ def does_not_fit(server: dict, ctx: dict, profile: dict, misfit: dict) -> dict[s
 
 def server_result(server: dict, ctx: dict, profile: dict, outcome: Any,
                   kb: KnowledgeBase) -> dict[str, Any]:
-    """Full answer from a version-search outcome (audit.recommend.core.Outcome)."""
+    """Full answer from a version-search outcome (advice.recommend.core.Outcome)."""
     plan: Plan = outcome.plan
     out = _base(server, ctx, profile, "ok" if outcome.clean else "no_safe_command")
     out["self_check"] = _self_check(plan, outcome)

@@ -1,10 +1,10 @@
 """Flag-level repairs keyed by rule id: how the recommendation clears a finding.
 
-When the self-check (audit.recommend.asif) raises a finding above medium, the repair for
+When the self-check (advice.recommend.asif) raises a finding above medium, the repair for
 that rule changes the plan and the check runs again. Rules whose cure is a different vLLM
-release have no repair here: the version search (audit.recommend.core) handles them. Each
+release have no repair here: the version search (advice.recommend.core) handles them. Each
 repair records the rule id and the rule's own references as the reason, so the diff cites
-the knowledge that drove it. Pure functions over :class:`~audit.recommend.plan.Plan`.
+the knowledge that drove it. Pure functions over :class:`~advice.recommend.plan.Plan`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from advice.recommend import data
+from advice.recommend.gemma import groups_for, template_fingerprint, vetted_template
+from advice.recommend.plan import Plan
 from audit.kb.engine import FindingResult
-from audit.recommend import data
-from audit.recommend.gemma import groups_for, template_fingerprint, vetted_template
-from audit.recommend.plan import Plan
 
 Repair = Callable[[Plan, dict[str, Any], FindingResult, dict[str, Any]], bool]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit.recommend import data
+from advice.recommend import data
 
 PROFILES = ("chat", "long-context", "mixed", "latency")
 _GUIDE = "seed:000_ffb301503ad246f2.txt#Decision guide — which TP for which workload"

@@ -19,7 +19,7 @@ from audit.kb.engine import SEVERITY_RANK
 
 
 class AlertChannel(Protocol):
-    """What a transport reads of its channel (an ``audit.models.alerts.AlertChannel`` row;
+    """What a transport reads of its channel (an ``alerts.models.AlertChannel`` row;
     typed structurally so transports never import the models that register them)."""
 
     destination: str
@@ -169,4 +169,4 @@ def transport_choices() -> list[tuple[str, str]]:
 
 
 # The built-in kinds register themselves on import.
-from audit.transports import email, slack, webhook  # noqa: E402, F401
+from alerts.transports import email, slack, webhook  # noqa: E402, F401

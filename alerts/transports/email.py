@@ -16,7 +16,7 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.core.validators import validate_email
 from django.template.loader import render_to_string
 
-from audit.transports import AlertMessage, Transport, TransportError, register
+from alerts.transports import AlertMessage, Transport, TransportError, register
 
 #: Seconds to wait for the SMTP server per operation (settings ALERT_SMTP_TIMEOUT_S).
 DEFAULT_SMTP_TIMEOUT_S = 10.0

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
-from audit.transports import TransportError
+from alerts.transports import TransportError
 
 #: Seconds for connect/read/write of one alert POST (settings ALERT_HTTP_TIMEOUT_S).
 DEFAULT_HTTP_TIMEOUT_S = 10.0

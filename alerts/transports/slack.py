@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from audit.transports import AlertItem, AlertMessage, Transport, register
-from audit.transports.http import post, validate_url
+from alerts.transports import AlertItem, AlertMessage, Transport, register
+from alerts.transports.http import post, validate_url
 
 #: Hosts listed one by one; the rest are counted (a fleet upgrade lists 200 hosts).
 MAX_ITEMS = 15
@@ -57,7 +57,7 @@ class SlackTransport(Transport):
 
     @classmethod
     def validate_destination(cls, destination: str) -> str:
-        """An http(s) URL to a public address (see :mod:`audit.transports.http`)."""
+        """An http(s) URL to a public address (see :mod:`alerts.transports.http`)."""
         return validate_url(destination)
 
     def payload(self, message: AlertMessage) -> dict[str, Any]:

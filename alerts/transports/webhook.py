@@ -17,8 +17,8 @@ import hashlib
 import hmac
 import json
 
-from audit.transports import AlertMessage, Transport, register
-from audit.transports.http import post, validate_url
+from alerts.transports import AlertMessage, Transport, register
+from alerts.transports.http import post, validate_url
 
 SIGNATURE_HEADER = "X-Fleet-Signature"
 
@@ -46,7 +46,7 @@ class WebhookTransport(Transport):
 
     @classmethod
     def validate_destination(cls, destination: str) -> str:
-        """An http(s) URL to a public address (see :mod:`audit.transports.http`)."""
+        """An http(s) URL to a public address (see :mod:`alerts.transports.http`)."""
         return validate_url(destination)
 
     def notify(self, message: AlertMessage) -> int | None:

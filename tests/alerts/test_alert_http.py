@@ -14,8 +14,9 @@ from alertkit import (
     upgrade_event,
 )
 
-from audit.alert_sending import backoff
-from audit.models import Delivery, DeliveryAttempt, Rule
+from alerts.alert_sending import backoff
+from alerts.models import Delivery, DeliveryAttempt
+from audit.models import Rule
 from fleet.models import Host
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_local")]

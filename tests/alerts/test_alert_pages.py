@@ -6,7 +6,7 @@ import pytest
 from alertkit import ChannelFactory
 from django.utils import timezone
 
-from audit.models import AlertChannel, Delivery
+from alerts.models import AlertChannel, Delivery
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("alerts_test_urls")]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from advice.recommend import cli
 from audit.kb import snapshot
 from audit.kb.engine import RULES_DIR
-from audit.recommend import cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from casekit import seed_report  # noqa: E402

@@ -1,5 +1,5 @@
 """``manage.py plan_upgrade FILE... --target VERSION [--target V2 …] [--model M]
---format json|text``: offline upgrade planner (audit.planner) for report files.
+--format json|text``: offline upgrade planner (advice.planner) for report files.
 
 JSON: ``{"plans": [per server and target], "pending": [installed != running, "will
 become X on next restart"], "fleet": [{"target", "servers", "blocked", "risky", "safe",
@@ -13,11 +13,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from audit.recommend import cli
+from advice.recommend import cli
 
 
 class Command(BaseCommand):
-    """Thin wrapper over :func:`audit.recommend.cli.run_plan`."""
+    """Thin wrapper over :func:`advice.recommend.cli.run_plan`."""
 
     help = "What an upgrade to a vLLM version would do to each server of the report files."
     requires_system_checks: list[str] = []

@@ -4,7 +4,7 @@ Prints the recommended vLLM command(s) and the per-flag diff for every server of
 contract report file, offline (no database, no system checks). JSON shape:
 ``{"servers": [{"pid", "layout", "replicas": [{"argv", "gpus"}], "diff": [{"flag",
 "current", "recommended", "reason", "references"}], "notes"}]}``. Exit 2 on invalid input,
-1 when the rule files do not load (see audit.recommend.cli).
+1 when the rule files do not load (see advice.recommend.cli).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from audit.recommend import cli
+from advice.recommend import cli
 
 
 class Command(BaseCommand):
-    """Thin wrapper over :func:`audit.recommend.cli.run_recommend`."""
+    """Thin wrapper over :func:`advice.recommend.cli.run_recommend`."""
 
     help = "Recommended vLLM configuration for each server of a report file (offline)."
     requires_system_checks: list[str] = []

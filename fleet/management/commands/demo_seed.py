@@ -76,7 +76,7 @@ class Command(BaseCommand):
 
     def _channel(self, kind: str, destination: str) -> None:
         """Create or update the demo channel of ``kind`` (validated like the settings form)."""
-        from audit.models import AlertChannel, Trigger
+        from alerts.models import AlertChannel, Trigger
 
         triggers = [Trigger.RISKY_UPGRADE, Trigger.HOST_SILENT]
         if kind == "webhook":

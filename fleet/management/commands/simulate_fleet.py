@@ -53,7 +53,7 @@ def is_loopback_url(url: str) -> bool:
 def run_beat() -> dict[str, Any]:
     """The periodic tasks Celery beat would run (config/settings.py CELERY_BEAT_SCHEDULE),
     called in-process. Returns what each did."""
-    from audit.alert_tasks import check_silent_hosts, sweep
+    from alerts.alert_tasks import check_silent_hosts, sweep
     from fleet.tasks import sweep_unevaluated
 
     return {"alerts": sweep(), "silent": check_silent_hosts(), "unevaluated": sweep_unevaluated()}
