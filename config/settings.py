@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "alerts",
     "advice",
     "front",
+    "demo",  # management commands of the replayed demo fleet (make demo); no models
 ]
 
 MIDDLEWARE = [

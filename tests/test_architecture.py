@@ -135,3 +135,39 @@ def test_no_module_is_over_800_lines() -> None:
     long = {name: n for name in tracked
             if (n := len((REPO / name).read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+#: App -> the other top-level packages it may import (docs/architecture.md, "Layering").
+#: ``audit.kb`` is the knowledge base's pure library (no Django): ingest and the demo use it.
+MAY_IMPORT = {
+    "fleet_agent": set(),
+    "fleet": {"fleet_agent", "audit.kb"},
+    "audit": {"fleet", "fleet_agent"},
+    "alerts": {"audit", "fleet", "fleet_agent"},
+    "advice": {"audit", "fleet", "fleet_agent"},
+    "front": {"fleet", "fleet_agent", "audit", "alerts", "advice"},
+    "demo": {"fleet_agent", "audit.kb"},
+    "demo.management": {"fleet", "fleet_agent", "audit", "alerts", "demo"},
+}
+
+
+def _owner(module: str) -> str:
+    return "demo.management" if module.startswith("demo.management") else module.split(".")[0]
+
+
+def _allowed(target: str, allowed: set[str]) -> bool:
+    return any(target == a or target.startswith(a + ".") for a in allowed)
+
+
+def test_dependencies_point_one_way_and_nothing_imports_the_pages() -> None:
+    wrong = []
+    for module, deps in import_graph().items():
+        owner = _owner(module)
+        if owner == "config":
+            continue
+        for target in deps:
+            if target.split(".")[0] == module.split(".")[0] and owner != "demo.management":
+                continue
+            if not _allowed(target, MAY_IMPORT[owner]):
+                wrong.append(f"{module} -> {target}")
+    assert wrong == []
