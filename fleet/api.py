@@ -37,6 +37,7 @@ from fleet_agent.schema import (
     ReportError,
     parse_report,
 )
+from fleet_agent.schema import Report as WireReport
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +157,29 @@ def enroll(request: HttpRequest, payload: EnrollIn) -> Status:
                         "machine_id": host.machine_id})
 
 
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    """``node`` with every ``{"$ref": "#/$defs/X"}`` replaced by ``defs[X]`` (the wire
+    models do not refer to themselves, so this ends)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref", "")
+        if ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref.removeprefix("#/$defs/")], defs)
+        return {key: _inline_refs(value, defs) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(value, defs) for value in node]
+    return node
+
+
+def report_body_schema() -> dict[str, Any]:
+    """The JSON schema of the report body, from the agent's own pydantic models
+    (``fleet_agent.schema.Report``; prose: docs/wire-contract.md), self-contained."""
+    schema = WireReport.model_json_schema()
+    defs = schema.pop("$defs", {})
+    return _inline_refs(schema, defs)
+
+
 _REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json": {
-    "schema": {"type": "object", "description": "Agent report, docs/wire-contract.md"}}}}}
+    "schema": report_body_schema()}}}}
 
 
 @api.post("/v1/reports", auth=TokenAuth(), openapi_extra=_REPORT_BODY,
