@@ -1,13 +1,15 @@
 """A simulated GPU node's filesystem: a ``/proc``-shaped tree plus files in mount namespaces.
 
-Copied and adapted from ``tests/agent/fa_fakenode.py`` (the agent tests keep their own
-copy). Processes are written the way the kernel shows them (NUL-separated ``cmdline``,
-``stat`` with ``starttime`` as field 22, ``environ``, ``exe``/``cwd``/``root`` links,
-``fd`` socket links and ``net/tcp`` LISTEN rows, ``cgroup``), with the children a real
+The one fake node of the project: the demo fleet and the agent tests
+(``tests/agent/fa_fakenode.py`` fixes its identity and start times) both build on it, and
+it imports no Django. Processes are written the way the kernel shows them
+(NUL-separated ``cmdline``, ``stat`` with ``starttime`` as field 22, ``environ``,
+``exe``/``cwd``/``root`` links, ``fd`` socket links and ``net/tcp`` LISTEN rows,
+``cgroup``), with the children a real
 vLLM server has (``VLLM::EngineCore``, ``VLLM::Worker_TP<i>``, the spawn stub and the
 multiprocessing resource tracker), so the real agent's discovery must pick out the API
-servers. Unlike the test copy, servers can be stopped and restarted (a new pid and start
-time) and installed vLLM versions replaced, which is what the demo timeline needs.
+servers. Servers can be stopped and restarted (a new pid and start time) and installed vLLM
+versions replaced, which is what the demo timeline needs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class ServerPids:
     server: int
     engine: int
     children: list[int] = field(default_factory=list)
+    #: the TP workers and the helper processes (tracker, spawn stub, forked copy) among
+    #: ``children``, for tests that look at one kind
+    workers: list[int] = field(default_factory=list)
+    helpers: list[int] = field(default_factory=list)
 
     def all(self) -> list[int]:
         """Every pid of the server's process tree, the server first."""
@@ -46,15 +52,15 @@ class ProcNode:
     """
 
     def __init__(self, root: Path, hostname: str, machine_id: str,
-                 boot_time: float | None = None):
+                 boot_time: float | None = None, clean: bool = True):
         self.root = root
         self.boot_time = int(boot_time if boot_time is not None else time.time() - 86400)
         self._inode = 70000
         self._pid = 1000
-        if root.exists():
+        if clean and root.exists():
             shutil.rmtree(root)  # a rebuilt node starts clean (simulator restart)
-        (root / "proc/sys/kernel").mkdir(parents=True)
-        (root / "etc").mkdir(parents=True)
+        (root / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
+        (root / "etc").mkdir(parents=True, exist_ok=True)
         (root / "proc/stat").write_text(f"cpu  1 2 3 4\nbtime {self.boot_time}\n")
         (root / "proc/sys/kernel/hostname").write_text(hostname + "\n")
         (root / "proc/sys/kernel/osrelease").write_text("6.8.0-45-generic\n")
@@ -83,13 +89,16 @@ class ProcNode:
     def add_process(self, pid: int, ppid: int, argv: list[str], *, env: dict | None = None,
                     cwd: str = "/", exe: str | None = None, ns: str | None = None,
                     comm: str | None = None, started: float | None = None,
-                    listen: tuple[int, ...] = (), cgroup: str = "0::/init.scope\n") -> Path:
-        """Write ``proc/<pid>`` for one process started at Unix time ``started``."""
+                    listen: tuple[int, ...] = (), cgroup: str = "0::/init.scope\n",
+                    start_ticks: int | None = None) -> Path:
+        """Write ``proc/<pid>`` for one process started at Unix time ``started`` (or
+        ``start_ticks`` clock ticks after boot, as ``stat`` field 22 holds it)."""
         d = self.root / "proc" / str(pid)
         d.mkdir(parents=True)
         (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
         comm = comm or os.path.basename(argv[0])[:15]
-        ticks = int(max(0.0, (started or self.boot_time + 5) - self.boot_time) * CLK_TCK)
+        ticks = start_ticks if start_ticks is not None else int(
+            max(0.0, (started or self.boot_time + 5) - self.boot_time) * CLK_TCK)
         tail = ["S", str(ppid)] + ["0"] * 17 + [str(ticks), "0", "0"]
         (d / "stat").write_text(f"{pid} ({comm}) {' '.join(tail)}\n")
         (d / "comm").write_text(comm + "\n")
@@ -113,18 +122,29 @@ class ProcNode:
             os.symlink(f"socket:[{self._inode}]", d / "fd" / str(10 + i))
             rows.append(f"   {i}: 00000000:{port:04X} 00000000:0000 0A 00000000:00000000 "
                         f"00:00000000 00000000     0        0 {self._inode} 1 0000 100 0 0 10 0")
+        # an established connection owned by someone else: not a listener of this pid
+        rows.append("   9: 0100007F:9C40 0100007F:1F40 01 00000000:00000000 00:00000000 "
+                    "00000000     0        0 99999 1 0000 20 4 30 10 -1")
         (d / "net" / "tcp").write_text("\n".join(rows) + "\n")
         (d / "net" / "tcp6").write_text(rows[0] + "\n")
 
     def add_vllm(self, argv: list[str], *, tp: int = 1, env: dict | None = None,
                  cwd: str = "/", exe: str = "/usr/bin/python3.12", ns: str | None = None,
                  listen: tuple[int, ...] = (8000,), cgroup: str = "0::/user.slice\n",
-                 started: float | None = None) -> ServerPids:
-        """A vLLM API server with its EngineCore, TP workers (TP > 1) and helpers."""
-        spid = self.new_pid()
+                 started: float | None = None, pid: int | None = None,
+                 forked_copy: bool = False, engine_pid: int | None = None,
+                 worker_pids: list[int] | None = None) -> ServerPids:
+        """A vLLM API server with its EngineCore, TP workers (TP > 1) and helpers.
+
+        ``pid``/``engine_pid``/``worker_pids`` pin pids (else fresh ones); ``forked_copy``
+        adds a forked child still showing the server's argv (discovery must skip it).
+        """
+        spid = pid or self.new_pid()
         self.add_process(spid, 1, argv, env=env, cwd=cwd, exe=exe, ns=ns, listen=listen,
-                         cgroup=cgroup, started=started)
-        pids = ServerPids(server=spid, engine=self.new_pid())
+                         cgroup=cgroup, started=started,
+                         start_ticks=self.server_start_ticks(spid, started))
+        pids = ServerPids(server=spid, engine=engine_pid or self.new_pid())
+        worker_pids = list(worker_pids or [])
         tracker = self.new_pid()
         self.add_process(tracker, spid, [argv[0], "-c", TRACKER], exe=exe, ns=ns, cgroup=cgroup,
                          started=started)
@@ -133,13 +153,22 @@ class ProcNode:
         stub = self.new_pid()
         self.add_process(stub, pids.engine, [argv[0], "-c", SPAWN_STUB, "--multiprocessing-fork"],
                          exe=exe, ns=ns, cgroup=cgroup, started=started)
-        pids.children += [tracker, stub]
+        pids.helpers += [tracker, stub]
         for rank in range(tp if tp > 1 else 0):
-            worker = self.new_pid()
+            worker = worker_pids.pop(0) if worker_pids else self.new_pid()
             self.add_process(worker, pids.engine, [f"VLLM::Worker_TP{rank}"], exe=exe, ns=ns,
                              comm=f"VLLM::Worker_TP{rank}"[:15], cgroup=cgroup, started=started)
-            pids.children.append(worker)
+            pids.workers.append(worker)
+        if forked_copy:  # a forked child that still shows the parent's argv
+            copy = self.new_pid()
+            self.add_process(copy, spid, argv, exe=exe, ns=ns, cgroup=cgroup, started=started)
+            pids.helpers.append(copy)
+        pids.children += [*pids.helpers[:2], *pids.workers, *pids.helpers[2:]]
         return pids
+
+    def server_start_ticks(self, pid: int, started: float | None) -> int | None:
+        """Start ticks of a server process, None to derive them from ``started``."""
+        return None
 
     def remove(self, pids: ServerPids) -> None:
         """The server and its children exit (their ``proc`` entries vanish)."""
@@ -147,10 +176,11 @@ class ProcNode:
             shutil.rmtree(self.root / "proc" / str(pid), ignore_errors=True)
 
     def install_vllm(self, ns: str | None, prefix: str, version: str,
-                     site: str = "lib/python3.12/site-packages") -> None:
-        """Make ``vllm-<version>`` the only vLLM dist-info under ``prefix`` (pip install)."""
+                     site: str = "lib/python3.12/site-packages", replace: bool = True) -> None:
+        """Put ``vllm-<version>.dist-info`` under ``prefix``; with ``replace`` (a pip install)
+        it becomes the only vLLM dist-info there."""
         site_dir = self.ns_dir(ns) / prefix.lstrip("/") / site
-        for old in site_dir.glob("vllm-*.dist-info") if site_dir.is_dir() else []:
+        for old in site_dir.glob("vllm-*.dist-info") if replace and site_dir.is_dir() else []:
             shutil.rmtree(old)
         self.write_file(ns, f"{prefix}/{site}/vllm-{version}.dist-info/METADATA",
                         f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n\nvLLM\n")
