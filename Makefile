@@ -11,7 +11,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SECRET_KEY=test-only-not-secret DEBUG=false
 
-.PHONY: demo demo-reset test lint services bench install
+.PHONY: demo demo-reset test lint services bench install agent-wheel
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,14 +24,19 @@ install: $(STAMP)
 
 # The demo: embedded SQLite, tasks in-process, file-backend email under var/mail, a local
 # webhook receiver (var/webhook) and the replayed fleet (`simulate_fleet`, log in
-# var/simulator.log) playing its ~3-minute story against runserver. Ctrl-C stops both.
+# var/simulator.log) playing its ~3-minute story against runserver. Ctrl-C stops both; when the
+# fleet dies on its own, demo/run_sim.sh says so on the terminal with the log's last lines.
 DEMO_PORT ?= 8000
 DEMO_HOOK_PORT ?= 8025
 DEMO_RUN_ENV := $(DEMO_ENV) AUDIT_METRICS_INTERVAL_S=30 ALERT_GROUP_WINDOW_S=20 LOG_LEVEL=WARNING \
 	ALERTS_ALLOW_PRIVATE_WEBHOOKS=true EMAIL_BACKEND=django.core.mail.backends.filebased.EmailBackend \
 	SITE_URL=http://127.0.0.1:$(DEMO_PORT)
 
-demo: $(STAMP)
+# The node agent wheel served at /agent/dist/ (var/dist), built from fleet_agent/ alone.
+agent-wheel: $(STAMP)
+	$(DEMO_ENV) $(BIN)/python manage.py build_agent_wheel
+
+demo: $(STAMP) agent-wheel
 	mkdir -p var
 	$(DEMO_RUN_ENV) $(BIN)/python manage.py migrate --noinput -v0
 	$(DEMO_RUN_ENV) $(BIN)/python manage.py demo_seed --no-fixtures \
@@ -41,9 +46,9 @@ demo: $(STAMP)
 	@echo "  vLLM Fleet Audit demo: http://127.0.0.1:$(DEMO_PORT)/   login: demo / demo"
 	@echo "  replayed fleet: var/simulator.log; alerts: var/mail/ and var/webhook/"
 	@echo ""
-	@$(DEMO_RUN_ENV) bash -c '$(BIN)/python manage.py simulate_fleet \
+	@$(DEMO_RUN_ENV) bash -c 'demo/run_sim.sh $(BIN)/python manage.py simulate_fleet \
 		--url http://127.0.0.1:$(DEMO_PORT) --receiver-port $(DEMO_HOOK_PORT) \
-		>> var/simulator.log 2>&1 & sim=$$!; \
+		& sim=$$!; \
 		trap "kill $$sim 2>/dev/null; wait $$sim 2>/dev/null" EXIT; \
 		$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(DEMO_PORT)'
 

@@ -27,6 +27,7 @@ from django.conf import settings
 
 from audit.kb.engine import SEVERITY_RANK, FindingResult, Rule
 from audit.models import Finding
+from audit.outcomes import ServerOutcome, upsert_finding
 from fleet.models import Host, Report, Server
 
 #: The built-in finding of a crash-looping slot (not a KB rule: it needs no condition).
@@ -68,7 +69,6 @@ def restarts_in_window(state: dict[str, Any], now: datetime, window_s: int) -> i
 
 def evaluate_failed_starts(kb: Any, host: Host, report: Report) -> list[Any]:
     """Open/update/resolve the failed-start findings of ``host`` for ``report``."""
-    from audit.evaluation import ServerOutcome, _upsert
 
     outcomes = []
     report_id = str(report.report_id)
@@ -85,7 +85,7 @@ def evaluate_failed_starts(kb: Any, host: Host, report: Report) -> list[Any]:
         fired = _results(kb, server, state, report.collected_at)
         active = {f.rule_id: f for f in server.findings.active()}
         for result in fired:
-            _upsert(server, report, result, active.get(result.rule_id), kb.version,
+            upsert_finding(server, report, result, active.get(result.rule_id), kb.version,
                     initial, outcome)
         _resolve(server, {r.rule_id for r in fired}, report, outcome)
         outcomes.append(outcome)

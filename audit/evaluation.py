@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,9 +31,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from audit.crashloop import evaluate_failed_starts
 from audit.kb.context import build_context
-from audit.kb.engine import Evaluation, FindingResult
-from audit.models import Finding, FindingEvent, RuleFailure, ServerAuditState
+from audit.kb.engine import Evaluation
+from audit.models import FindingEvent, RuleFailure, ServerAuditState
+from audit.outcomes import ServerOutcome, upsert_finding
 from audit.rulebook import current_knowledge_base
 from fleet.models import ChangeEvent, Host, Report, Server, future_cutoff
 from fleet.recording import server_identity
@@ -46,17 +47,6 @@ log = logging.getLogger(__name__)
 DEFAULT_METRICS_INTERVAL_S = 300
 #: Severities that make a version change a risky upgrade (issue 7).
 RISKY_SEVERITIES = ("critical", "high")
-
-
-@dataclass
-class ServerOutcome:
-    """What one server's evaluation did (for logs and tests)."""
-
-    server_id: int
-    cadences: list[str]
-    opened: list[str] = field(default_factory=list)
-    resolved: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
 
 
 def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
@@ -121,7 +111,6 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
         if server is None:
             continue
         outcomes.append(_evaluate_server(kb, server, report, index, contexts, previous))
-    from audit.crashloop import evaluate_failed_starts  # imports this module's _upsert
 
     outcomes.extend(evaluate_failed_starts(kb, host, report))
     return outcomes
@@ -258,32 +247,7 @@ def _apply(server: Server, report: Report, kb: Any, cadences: list[str],
             outcome.resolved.append(finding.rule_id)
     active = {f.rule_id: f for f in server.findings.active()}
     for rule_id, result in fired.items():
-        _upsert(server, report, result, active.get(rule_id), kb.version, initial, outcome)
-
-
-def _upsert(server: Server, report: Report, result: FindingResult, finding: Finding | None,
-            kb_version: str, initial: bool, outcome: ServerOutcome) -> None:
-    at = report.collected_at
-    fields = {"kind": result.kind, "title": result.title[:300], "message": result.message,
-              "remediation": result.remediation, "references": list(result.references),
-              "evidence": result.evidence, "last_seen": at, "last_report": report,
-              "kb_version": kb_version}
-    if finding is None:
-        finding = Finding.objects.create(host_id=server.host_id, server=server,
-                                         rule_id=result.rule_id, severity=result.severity,
-                                         first_seen=at, **fields)
-        finding.record(FindingEvent.Kind.OPENED, at=at, initial=initial,
-                       payload={"message": result.message})
-        outcome.opened.append(result.rule_id)
-        return
-    old_severity = finding.severity
-    for name, value in fields.items():
-        setattr(finding, name, value)
-    finding.severity = result.severity
-    finding.save()
-    if old_severity != result.severity:
-        finding.record(FindingEvent.Kind.SEVERITY_CHANGED, at=at,
-                       payload={"old": old_severity, "new": result.severity})
+        upsert_finding(server, report, result, active.get(rule_id), kb.version, initial, outcome)
 
 
 def _server_events(server: Server, report: Report, ctx: dict, kb: Any,

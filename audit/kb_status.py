@@ -17,21 +17,16 @@ import re
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db import transaction
-from django.urls import reverse
 from django.utils import timezone
 
-from audit.alerts import absolute, create_delivery
 from audit.kb.cel_functions import version_gt
 from audit.kb.coverage import release_dates
 from audit.kb.paths import active_kb_dirs
 from audit.kb.versions import parse_version, version_tuple
 from audit.kb_store import ActiveKb, active_kb
-from audit.models import AlertChannel, AlertThrottle, Rule, Trigger, UpstreamReference
+from audit.models import Rule, UpstreamReference
+from audit.signals import kb_attention
 
-#: Knowledge-base alerts pass a channel's minimum-severity filter as "high": the KB itself
-#: may be wrong, which every other alert relies on.
-KB_ALERT_SEVERITY = "high"
 _REF_RE = re.compile(r"^https://github\.com/([^/]+/[^/]+)/(issues|pull)/(\d+)")
 
 
@@ -105,25 +100,12 @@ def upstream_changes(rules: Iterable[Rule]) -> dict[str, list[UpstreamReference]
 
 def send_kb_alert(key: str, headline: str, detail: str,
                   now: dt.datetime | None = None) -> list[int]:
-    """One knowledge-base alert per subscribed channel, once ever per ``key`` and channel
-    (``AlertThrottle`` with no window); returns the new delivery ids (sent after commit)."""
-    from audit.alert_tasks import enqueue_sends
-
-    now = now or timezone.now()
-    from audit.transports import AlertItem
-
-    item = AlertItem(kind=Trigger.KNOWLEDGE_BASE, host="fleet",
-                     host_url=absolute(reverse("audit:kb")), severity=KB_ALERT_SEVERITY,
-                     headline=headline, detail=detail, at=now.isoformat())
-    ids = []
-    with transaction.atomic():
-        for channel in AlertChannel.objects.filter(enabled=True, failing_since=None):
-            if channel.wants(Trigger.KNOWLEDGE_BASE, KB_ALERT_SEVERITY) and \
-                    AlertThrottle.claim(channel, f"kb:{key}"[:255], None, now):
-                ids.append(create_delivery(channel, Trigger.KNOWLEDGE_BASE, [item],
-                                           f"kb:{key}", now=now).pk)
-        transaction.on_commit(lambda: enqueue_sends(ids))
-    return ids
+    """Announce a knowledge-base alert (:data:`audit.signals.kb_attention`): the alerts app
+    sends it once ever per ``key`` and channel. Returns the delivery ids its receivers made
+    (none when no alerts app is installed)."""
+    responses = kb_attention.send(sender=None, key=key, headline=headline, detail=detail,
+                                  now=now or timezone.now())
+    return [pk for _, ids in responses for pk in (ids or [])]
 
 
 def alert_if_stale(now: dt.datetime | None = None) -> int:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
+from django.utils import timezone
 
 from audit import evaluation
-from audit.rulebook import requeue_fleet, sync_rules
+from audit.rulebook import sync_rules
+from audit.signals import findings_evaluated
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +47,15 @@ def evaluate_report(report_id: str) -> bool:
         if outcome.opened or outcome.resolved or outcome.failures:
             log.info("report %s server %s: opened %s resolved %s failed %s", report_id,
                      outcome.server_id, outcome.opened, outcome.resolved, outcome.failures)
-    _dispatch_alerts()
+    # Consumers of finding events (the alerts outbox) listen; audit imports none of them.
+    findings_evaluated.send(sender=evaluate_report)
     return True
 
 
-def _dispatch_alerts() -> None:
-    """Hand new finding events to the alerts outbox (grouped there, see audit.alerts)."""
-    try:
-        from audit.alert_tasks import schedule_dispatch
-    except ImportError:  # alerts not installed in this build
-        return
-    schedule_dispatch()
+def queue_evaluation(sender: object = None, report_id: str = "", **kwargs: object) -> None:
+    """Receiver of :data:`fleet.signals.report_needs_evaluation`: queue the evaluation task
+    (a broker error propagates to the sender, which leaves the report for the sweep)."""
+    evaluate_report.delay(report_id)
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -84,3 +84,27 @@ def watch_upstream() -> dict[str, int]:
     from audit.upstream import run_watch
 
     return run_watch().as_dict()
+
+
+def requeue_fleet(version: str) -> int:
+    """Queue every host's latest report for re-evaluation under KB ``version``.
+
+    Returns how many reports were queued; a version already requeued queues none.
+    """
+    from audit.models import KnowledgeBaseVersion
+    from fleet.models import Host, Report, future_cutoff
+
+    claimed = KnowledgeBaseVersion.objects.filter(
+        version=version, fleet_requeued_at=None).update(fleet_requeued_at=timezone.now())
+    if not claimed:
+        return 0
+    count = 0
+    for host in Host.objects.all().only("pk"):
+        latest = (Report.objects.filter(host=host, collected_at__lte=future_cutoff())
+                  .order_by("-collected_at").first())
+        if latest is None:
+            continue
+        Report.objects.filter(pk=latest.pk).update(evaluated_at=None)
+        transaction.on_commit(lambda rid=str(latest.report_id): evaluate_report.delay(rid))
+        count += 1
+    return count

@@ -11,7 +11,7 @@ What it gives the others:
 * :class:`Gunicorn`: a gunicorn server on a random 127.0.0.1 port, for the product
   (``config.wsgi``) or the bare baseline app (``bench/baseline_app``);
 * :func:`realistic_report`: contract reports built from real inputs, the argv of
-  ``../shared/cases/reports`` and the full ``/metrics`` captures of ``../shared/cases/metrics``;
+  ``demo/data/cases/reports`` and the full ``/metrics`` captures of ``demo/data/cases/metrics``;
 * :func:`post_all`: a threaded HTTP client (``http.client``, one connection per request as
   gunicorn's sync workers close them) that posts pre-built gzip bodies.
 
@@ -47,9 +47,8 @@ if __name__ == "__main__":
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
 VENV_BIN = REPO / ".venv" / "bin"
-SHARED = REPO.parent / "shared"
-CASES_REPORTS = SHARED / "cases" / "reports"
-CASES_METRICS = SHARED / "cases" / "metrics"
+CASES_REPORTS = REPO / "demo" / "data" / "cases" / "reports"
+CASES_METRICS = REPO / "demo" / "data" / "cases" / "metrics"
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 #: Redis database of the benchmarks (tests use 15, the demo none): flushed before and after.
 REDIS_DB = 11
@@ -266,7 +265,7 @@ def iso(ts: datetime) -> str:
 
 
 def case_argvs() -> list[list[str]]:
-    """Real server command lines (``vllm serve ...`` form) of ``../shared/cases/reports``."""
+    """Real server command lines (``vllm serve ...`` form) of ``demo/data/cases/reports``."""
     argvs = []
     for path in sorted(CASES_REPORTS.glob("*.json")):
         argv = json.loads(path.read_text()).get("argv")

@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from audit.kb.metrics import parse, window  # noqa: E402
 
-CASES = ROOT.parent / "shared" / "cases" / "metrics"
+CASES = ROOT / "demo" / "data" / "cases" / "metrics"
 CAPTURE = "lmswitch-fixture_2026-09-custom_dsv4-flash-mtp6.prom"
 TARGET_MS = 10.0  # issue 4, "Benchmark": whole context build, median
 

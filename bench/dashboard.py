@@ -200,13 +200,13 @@ def host_round(client: object, repeat: int, admin_ms: float) -> None:
 
 
 def _recommend_cost(host: object, repeat: int) -> None:
-    """How much of the host page is the recommender (audit.recommend), when installed."""
+    """How much of the host page is the recommender (advice.recommend), when installed."""
     try:
-        from audit.recommend import recommend_server
+        from advice.recommend import recommend_server
     except ImportError:
-        print("  audit.recommend not installed: no recommendation cost")
+        print("  advice.recommend not installed: no recommendation cost")
         return
-    from fleet.views_host import _raw_entry
+    from front.views_host import _raw_entry
 
     servers = list(host.servers.filter(is_running=True).select_related("last_report"))  # type: ignore[attr-defined]
     entries = [(_raw_entry(s.last_report, s), s.last_report) for s in servers]

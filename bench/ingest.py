@@ -13,8 +13,8 @@ and Redis db 11:
 * the baseline: gunicorn with the same settings and worker count serving
   ``bench/baseline_app`` (gzip body, ``json.loads``, one jsonb INSERT).
 
-Both get the same gzip bodies: realistic reports (real argv from ``../shared/cases/reports``,
-full 45-54 KB ``/metrics`` bodies of vLLM 0.11-0.29 from ``../shared/cases/metrics``, two
+Both get the same gzip bodies: realistic reports (real argv from ``demo/data/cases/reports``,
+full 45-54 KB ``/metrics`` bodies of vLLM 0.11-0.29 from ``demo/data/cases/metrics``, two
 GPUs), one host per token. Trials alternate baseline/product; the medians and their ratio
 are printed. After the run, the stored row counts are checked against the 202/201 counts.
 

@@ -14,6 +14,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("fleet_audit", task_cls="celery.contrib.django.task:DjangoTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# The alert tasks live in audit/alert_tasks.py, which the default discovery (tasks.py)
+# The alert tasks live in alerts/alert_tasks.py, which the default discovery (tasks.py)
 # does not import: a worker serving only the `alerts` queue must still know them.
 app.autodiscover_tasks(related_name="alert_tasks")

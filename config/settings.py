@@ -66,6 +66,10 @@ INSTALLED_APPS = [
     "ninja",
     "fleet",
     "audit",
+    "alerts",
+    "advice",
+    "front",
+    "demo",  # management commands of the replayed demo fleet (make demo); no models
 ]
 
 MIDDLEWARE = [

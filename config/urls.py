@@ -11,14 +11,13 @@ from fleet.login_throttle import LoginView, ThrottledAdminAuthenticationForm
 admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
-    path("", include("fleet.urls")),
-    path("", include("audit.urls")),
-    # --- LEAD: alerts and recommendation includes go here -------------------------------
-    path("alerts/", include("audit.urls_alerts")),
-    path("", include("audit.urls_recommend")),
+    # Human pages (front), each concern's own pages (alerts, advice), agent distribution.
+    path("", include("front.urls")),
+    path("", include("front.urls_findings")),
+    path("alerts/", include("alerts.urls")),
+    path("", include("advice.urls")),
     # Agent install script and wheel (no login) and the admin's add-host page.
     path("agent/", include("fleet.urls_agent")),
-    # --- end of lead's spot --------------------------------------------------------------
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

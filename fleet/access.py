@@ -9,7 +9,7 @@ Three roles, each a Django group holding real model permissions, so templates ca
   server's workload profile (``fleet.change_server``);
 - ``admin``: operator + enrollment secrets, host tokens, users and alert channels
   (``fleet.change_enrollmentsecret``, ``fleet.change_agenttoken``, ``auth.change_user``,
-  ``audit.change_alertchannel``). A superuser is always an admin.
+  ``alerts.change_alertchannel``). A superuser is always an admin.
 
 Groups are created (idempotently) by ``manage.py make_roles`` and on first use by
 :func:`ensure_roles`; no data migration, so the fleet migrations stay the foundation's.
@@ -37,7 +37,7 @@ ACTIONS: dict[str, str] = {
     "manage_secrets": "fleet.change_enrollmentsecret",
     "manage_tokens": "fleet.change_agenttoken",
     "manage_users": "auth.change_user",
-    "manage_alerts": "audit.change_alertchannel",
+    "manage_alerts": "alerts.change_alertchannel",
 }
 
 #: Permissions each role's group holds (cumulative: admin includes operator).
@@ -45,8 +45,8 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "viewer": (),
     "operator": ("audit.change_finding", "fleet.change_server"),
     "admin": ("audit.change_finding", "fleet.change_server", "fleet.change_enrollmentsecret",
-              "fleet.change_agenttoken", "auth.change_user", "audit.change_alertchannel",
-              "audit.add_alertchannel", "audit.view_alertchannel"),
+              "fleet.change_agenttoken", "auth.change_user", "alerts.change_alertchannel",
+              "alerts.add_alertchannel", "alerts.view_alertchannel"),
 }
 
 

@@ -3,18 +3,26 @@ admin's "add host" page with the one-line install command.
 
 The install script and the wheel need no login (a node has no session); they carry
 no secret. The enrollment secret travels only in the one-liner an admin copies.
-The wheel is built once with ``pip wheel`` (``manage.py build_agent_wheel``, run by
-``make demo`` and the Dockerfile) into ``var/dist``; a missing wheel is built on
-first request so a fresh checkout still serves one.
+The wheel is built ahead of time by ``manage.py build_agent_wheel`` (``make agent-wheel``,
+run by ``make demo`` and by the Dockerfile) into ``var/dist``. A request never builds it: a
+missing wheel answers 503 saying which command builds it. The build copies the agent alone
+(``fleet_agent/``, ``pyproject.toml``, ``README.md``) into a temporary folder and runs
+``pip wheel`` there, so setuptools never walks the checkout (``var/sim/<host>/root/proc`` holds
+symlinks to ``/`` and ``/proc``); on a timeout the whole build process group is killed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
+from importlib import metadata
 from pathlib import Path
 
 from django.conf import settings
@@ -22,6 +30,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
+from packaging.version import InvalidVersion, Version
 
 from fleet.access import permits
 from fleet.models import EnrollmentSecret
@@ -33,6 +42,8 @@ log = logging.getLogger(__name__)
 #: pip builds the wheel from pyproject.toml (agent only); seconds before giving up.
 WHEEL_BUILD_TIMEOUT_S = 300
 _build_lock = threading.Lock()
+#: pyproject.toml's ``[build-system] requires`` (PEP 639 ``license`` strings need 77).
+SETUPTOOLS_MIN = Version("77")
 
 
 def dist_dir() -> Path:
@@ -45,23 +56,72 @@ def wheel_name() -> str:
     return f"vllm_fleet_agent-{AGENT_VERSION}-py3-none-any.whl"
 
 
-def build_agent_wheel(force: bool = False) -> Path:
-    """Build the agent wheel into :func:`dist_dir` unless present; returns its path.
+#: What the agent distribution is built from (paths relative to the checkout).
+AGENT_SOURCES = ("fleet_agent", "pyproject.toml", "README.md")
 
-    Raises ``RuntimeError`` with pip's output when the build fails.
+
+def build_agent_wheel(force: bool = False, out_dir: Path | None = None) -> Path:
+    """Build the agent wheel into ``out_dir`` (default :func:`dist_dir`) unless present.
+
+    Returns the wheel's path. Raises ``RuntimeError`` with pip's output when the build fails
+    or exceeds :data:`WHEEL_BUILD_TIMEOUT_S` (the build's process group is killed first).
     """
-    target = dist_dir() / wheel_name()
+    out = Path(out_dir) if out_dir is not None else dist_dir()
+    target = out / wheel_name()
     with _build_lock:
         if target.exists() and not force:
             return target
-        dist_dir().mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist_dir()),
-             str(settings.BASE_DIR)], capture_output=True, text=True,
-            timeout=WHEEL_BUILD_TIMEOUT_S)
-        if done.returncode != 0 or not target.exists():
-            raise RuntimeError(f"agent wheel build failed: {done.stderr[-2000:]}")
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="agent-wheel-") as tmp:
+            source = _stage_agent_sources(Path(tmp) / "src")
+            _run_pip_wheel(source, out)
+        if not target.exists():
+            raise RuntimeError(f"agent wheel build wrote no {target.name} in {out}")
     return target
+
+
+def _stage_agent_sources(dest: Path) -> Path:
+    """Copy the agent package and its build metadata (nothing else) into ``dest``."""
+    base = Path(settings.BASE_DIR)
+    dest.mkdir(parents=True)
+    for name in AGENT_SOURCES:
+        src = base / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, symlinks=False,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def _run_pip_wheel(source: Path, out: Path) -> None:
+    """``pip wheel --no-deps`` of ``source`` into ``out`` in its own process group.
+
+    Without build isolation when this interpreter has the setuptools ``pyproject.toml`` asks
+    for (no download, seconds); on a timeout the group (pip and its build backend) is
+    killed, so no child outlives it.
+    """
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)]
+    if _has_build_backend():
+        cmd.insert(4, "--no-build-isolation")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=WHEEL_BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"agent wheel build exceeded {WHEEL_BUILD_TIMEOUT_S} s") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"agent wheel build failed: {stderr[-2000:]}")
+
+
+def _has_build_backend() -> bool:
+    """Whether setuptools >= 77 (``[build-system] requires`` of pyproject.toml) is installed."""
+    try:
+        return Version(metadata.version("setuptools")) >= SETUPTOOLS_MIN
+    except (metadata.PackageNotFoundError, InvalidVersion):
+        return False
 
 
 _digests: dict[tuple[str, int, int], str] = {}
@@ -70,10 +130,13 @@ _digests: dict[tuple[str, int, int], str] = {}
 def agent_wheel() -> tuple[Path, str]:
     """The served wheel's path and its sha256 (lowercase hex), hashed once per file version.
 
-    The install script embeds the digest and refuses a download that differs. Raises
-    ``RuntimeError``/``subprocess.TimeoutExpired`` like :func:`build_agent_wheel`.
+    The install script embeds the digest and refuses a download that differs. Never builds
+    (that is ``manage.py build_agent_wheel``'s job, never a request's): raises
+    ``RuntimeError`` while the wheel is not built.
     """
-    path = build_agent_wheel()
+    path = dist_dir() / wheel_name()
+    if not path.is_file():
+        raise RuntimeError(f"agent wheel {path} missing; run `manage.py build_agent_wheel`")
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size)
     if key not in _digests:
@@ -101,15 +164,21 @@ def install_script(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-def agent_dist(request: HttpRequest, name: str) -> FileResponse:
-    """``GET /agent/dist/<wheel>``: the agent wheel (only the current one is served)."""
+def agent_dist(request: HttpRequest, name: str) -> HttpResponse:
+    """``GET /agent/dist/<wheel>``: the prebuilt agent wheel (only the current one is served).
+
+    404 for any other name; 503 (plain text, how to build it) while the wheel is not built.
+    """
     if name != wheel_name():
         raise Http404("no such agent package")
-    try:
-        path = build_agent_wheel()
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
-        log.error("%s", exc)
-        raise Http404("agent package not built; run `manage.py build_agent_wheel`") from exc
+    path = dist_dir() / name
+    if not path.is_file():
+        log.error("agent wheel %s missing; run `python manage.py build_agent_wheel`", path)
+        return HttpResponse(
+            f"The agent package {name} is not built on this dashboard. An admin builds it "
+            "with `python manage.py build_agent_wheel` (or `make agent-wheel`); the Docker "
+            "image builds it at image build.\n", status=503,
+            content_type="text/plain; charset=utf-8", headers={"Retry-After": "300"})
     return FileResponse(path.open("rb"), as_attachment=True, filename=name,
                         content_type="application/octet-stream")
 
@@ -124,7 +193,7 @@ def add_host(request: HttpRequest) -> HttpResponse:
         name = (request.POST.get("name") or "added from the dashboard").strip()[:100]
         _, secret = EnrollmentSecret.create(name)
         command = one_liner(settings.SITE_URL, secret)
-    return render(request, "agent/add_host.html", {
+    return render(request, "fleet/add_host.html", {
         "command": command, "site_url": settings.SITE_URL, "wheel": wheel_name(),
         "generic": one_liner(settings.SITE_URL, "YOUR_ENROLLMENT_SECRET"),
     })

@@ -28,8 +28,10 @@ from ninja.responses import Status
 from ninja.security import HttpBearer
 
 from fleet.bodies import BodyError, read_capped_body
-from fleet.models import AgentToken, EnrollmentSecret, Host, future_cutoff, sha256_hex
+from fleet.models import AgentToken, EnrollmentSecret, Host, Report, future_cutoff, sha256_hex
 from fleet.ratelimit import check_rate
+from fleet.recording import record_report
+from fleet.signals import report_needs_evaluation
 from fleet_agent.redact import redact_report
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
@@ -37,6 +39,7 @@ from fleet_agent.schema import (
     ReportError,
     parse_report,
 )
+from fleet_agent.schema import Report as WireReport
 
 log = logging.getLogger(__name__)
 
@@ -267,8 +270,31 @@ def revoke(request: HttpRequest) -> Status:
     return Status(200, {"revoked": True})
 
 
+def _inline_refs(node: Any, defs: dict[str, Any], seen: frozenset[str] = frozenset()) -> Any:
+    """``node`` with every ``{"$ref": "#/$defs/X"}`` replaced by ``defs[X]``; a model that
+    refers to itself (directly or through others, e.g. a JSON value type) is inlined once
+    and then described as any value (``{}``), so this ends."""
+    if isinstance(node, dict):
+        ref = node.get("$ref", "")
+        if ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            return {} if name in seen else _inline_refs(defs[name], defs, seen | {name})
+        return {key: _inline_refs(value, defs, seen) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(value, defs, seen) for value in node]
+    return node
+
+
+def report_body_schema() -> dict[str, Any]:
+    """The JSON schema of the report body, from the agent's own pydantic models
+    (``fleet_agent.schema.Report``; prose: docs/wire-contract.md), self-contained."""
+    schema = WireReport.model_json_schema()
+    defs = schema.pop("$defs", {})
+    return _inline_refs(schema, defs)
+
+
 _REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json": {
-    "schema": {"type": "object", "description": "Agent report, shared/report-contract.md"}}}}}
+    "schema": report_body_schema()}}}}
 
 
 @api.post("/v1/reports", auth=TokenAuth(), openapi_extra=_REPORT_BODY,
@@ -289,7 +315,7 @@ def submit_report(request: HttpRequest) -> Status:
         raise ApiRefusal(403, "report machine_id does not match this token's host",
                          [{"path": "host.machine_id", "message": "belongs to another host"}])
     with transaction.atomic():
-        report, created = token.host.record_report(wire, raw)
+        report, created = record_report(token.host, wire, raw)
         if created:
             transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
     return Status(202, {"report_id": str(report.report_id), "duplicate": not created})
@@ -346,16 +372,15 @@ def _refuse_future(wire: Any) -> None:
 
 
 def enqueue_evaluation(report_id: str) -> None:
-    """Queue ``audit.tasks.evaluate_report(report_id)``; a broker outage is logged only.
+    """Ask for the report's evaluation (:data:`fleet.signals.report_needs_evaluation`, whose
+    audit receiver queues ``audit.tasks.evaluate_report``); a broker outage is logged only.
 
     Runs as an on-commit callback (what ``delay_on_commit`` does), but with the
     broker error caught: the report is stored, and ``fleet.tasks.sweep_unevaluated``
     enqueues it again once the broker is back.
     """
-    from audit.tasks import evaluate_report
-
     try:
-        evaluate_report.delay(report_id)
+        report_needs_evaluation.send(sender=Report, report_id=report_id)
     except BrokerError as exc:
         log.warning("broker unavailable, report %s left for the sweep: %s", report_id, exc)
 

@@ -1,6 +1,6 @@
 """The fleet data model: hosts, their credentials, vLLM servers, GPUs, reports and samples.
 
-Hosts and servers are upserted from each accepted report (``Host.record_report``);
+Hosts and servers are upserted from each accepted report (:func:`fleet.recording.record_report`);
 a server's history (restarts, version and config changes) is kept as
 :class:`ChangeEvent` rows so rules can ask "restarted without a change" or
 "version changed from X to Y".
@@ -12,13 +12,9 @@ import hashlib
 import secrets
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
 
 from django.db import models
 from django.utils import timezone
-
-if TYPE_CHECKING:
-    from fleet_agent.schema import Report as WireReport
 
 TOKEN_PREFIX_LEN = 12
 
@@ -63,18 +59,6 @@ class Host(models.Model):
 
     def __str__(self) -> str:
         return self.hostname
-
-    def record_report(self, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:
-        """Store one validated report and upsert this host's servers, GPUs and samples.
-
-        ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept
-        verbatim, unknown fields included). Returns ``(report_row, created)``;
-        ``created`` is False for a re-sent ``report_id`` (stored once, nothing updated).
-        Must run inside ``transaction.atomic()``.
-        """
-        from fleet.recording import record_report
-
-        return record_report(self, wire, raw)
 
     def seconds_since_seen(self, now: datetime | None = None) -> int | None:
         """Whole seconds since the last accepted report, or None if never seen."""

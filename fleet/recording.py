@@ -1,4 +1,4 @@
-"""Apply one validated agent report to the fleet model (``Host.record_report``).
+"""Apply one validated agent report to the fleet model (:func:`record_report`).
 
 Order inside the caller's transaction: lock the host row (serialises reports of
 one host, so restart detection sees a consistent "previous"), insert the Report
@@ -65,7 +65,13 @@ def _identity_from_argv(argv: list[str]) -> str:
 
 
 def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:
-    """See :meth:`fleet.models.Host.record_report`."""
+    """Store one validated report and upsert ``host``'s servers, GPUs and samples.
+
+    ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept
+    verbatim, unknown fields included). Returns ``(report_row, created)``;
+    ``created`` is False for a re-sent ``report_id`` (stored once, nothing updated).
+    Must run inside ``transaction.atomic()``.
+    """
     host = Host.objects.select_for_update().get(pk=host.pk)
     try:
         with transaction.atomic():

@@ -1,7 +1,7 @@
 """Turn a server's /metrics scrapes into :class:`fleet.models.MetricSample` rows.
 
 The one place fleet calls ``audit.kb.metrics`` (``parse`` and ``window``, API in
-AUDIT-INTERFACES.md): the window is the delta between two consecutive scrapes of
+docs/knowledge-base.md): the window is the delta between two consecutive scrapes of
 the same process, or the process lifetime after a restart (``prev=None``).
 """
 

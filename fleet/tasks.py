@@ -16,6 +16,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from fleet.models import GpuSample, MetricSample, Report
+from fleet.signals import report_needs_evaluation
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +29,13 @@ SWEEP_BATCH = 500
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_unevaluated() -> int:
     """Enqueue evaluation of reports left unevaluated (broker was down). Returns the count."""
-    from audit.tasks import evaluate_report
-
     cutoff = timezone.now() - SWEEP_GRACE
     ids = list(Report.objects.filter(evaluated_at=None, received_at__lt=cutoff)
                .order_by("received_at").values_list("report_id", flat=True)[:SWEEP_BATCH])
     queued = 0
     for report_id in ids:
         try:
-            evaluate_report.delay(str(report_id))
+            report_needs_evaluation.send(sender=Report, report_id=str(report_id))
         except BrokerError as exc:
             log.warning("broker still unavailable after %d reports: %s", queued, exc)
             break

@@ -2,7 +2,7 @@
 
 Every new report is spooled first, then the spool is drained oldest-first, so order
 is kept and a crash between collection and delivery loses nothing (the re-sent
-``report_id`` is stored once by the server, ``shared/report-contract.md``).
+``report_id`` is stored once by the server, ``docs/wire-contract.md``).
 
 Outcomes per POST ``/api/v1/reports``:
 * 200/201/202: delivered, file removed;

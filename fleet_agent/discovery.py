@@ -1,6 +1,6 @@
 """Finding vLLM API-server processes and where they listen.
 
-Launch forms and child processes: ``shared/reference/vllm-facts.md`` sections 3.1-3.3.
+Launch forms and child processes: ``docs/vllm-facts.md`` sections 3.1-3.3.
 A server is a process whose argv is ``<python> <bin>/vllm serve ...`` (console script),
 ``vllm serve ...``, ``<python> -m vllm.entrypoints.openai.api_server ...`` or
 ``<python> -m vllm.entrypoints.cli.main serve ...``, that is not a setproctitle child

@@ -1,6 +1,6 @@
 """GPU readings through nvidia-ml-py (``import pynvml``) or a recorded reading file.
 
-NVML calls and error classes: ``shared/reference/vllm-facts.md`` section 7 ([NVML]
+NVML calls and error classes: ``docs/vllm-facts.md`` section 7 ([NVML]
 nvidia-ml-py 13.615.71). A reading is a plain dict so it can be recorded on a GPU node
 (the output of ``fleet-agent collect --print`` on a GPU node, or :func:`read_nvml`'s
 dict dumped as JSON, is a ``--gpu-source FILE.json``) and replayed in tests::

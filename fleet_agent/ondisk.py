@@ -4,7 +4,7 @@ Everything is read through ``<root>/proc/<pid>/root`` so a containerised server 
 inspected inside its own mount namespace, and with the process's own rights
 (:func:`fleet_agent.discovery.read_in_process`): a file its user could not read is neither
 read, parsed nor hashed. Chat-template rules:
-``shared/reference/vllm-facts.md`` section 5 (``--chat-template`` first, relative to the
+``docs/vllm-facts.md`` section 5 (``--chat-template`` first, relative to the
 process cwd; else the model's ``chat_template.jinja``, else ``tokenizer_config.json``'s
 ``chat_template``, string or list with ``name == "default"``; HF cache root from
 ``HF_HUB_CACHE`` > ``HF_HOME/hub`` > ``~/.cache/huggingface/hub``; ``--download-dir``

@@ -1,6 +1,6 @@
 """HTTP calls to one vLLM server: ``/version``, ``/v1/models``, ``/metrics``.
 
-Endpoints and auth: ``shared/reference/vllm-facts.md`` section 2 (``/version`` and
+Endpoints and auth: ``docs/vllm-facts.md`` section 2 (``/version`` and
 ``/metrics`` are never behind ``--api-key``; ``/v1/*`` needs ``Authorization: Bearer``
 when a key is set). Every failure becomes one line in ``errors``; nothing raises.
 """

@@ -2,7 +2,7 @@
 
 Everything goes through ``root`` (``/`` on a node, a fake tree in tests), so the
 agent never touches the real ``/proc`` when told otherwise. Facts used:
-``shared/reference/vllm-facts.md`` section 3 (launch forms, setproctitle children,
+``docs/vllm-facts.md`` section 3 (launch forms, setproctitle children,
 listening sockets) and proc(5) (``stat`` field 22 = start time in clock ticks since
 boot, ``/proc/stat`` ``btime``).
 """

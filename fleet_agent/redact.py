@@ -1,6 +1,6 @@
 """Secret redaction: pure functions that keep credentials on the node.
 
-Rules (issue 3 and issue 16 item 2, ``shared/report-contract.md`` "Redaction replaces the
+Rules (issue 3 and issue 16 item 2, ``docs/wire-contract.md`` "Redaction replaces the
 value, never drops the flag"):
 
 * a flag, env var or JSON key is secret when one of its word parts (split on ``-``, ``_``,

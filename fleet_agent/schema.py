@@ -1,4 +1,4 @@
-"""The agent report wire contract (``shared/report-contract.md``) as pydantic models.
+"""The agent report wire contract (``docs/wire-contract.md``) as pydantic models.
 
 One :class:`Report` per host per collection cycle. The dashboard validates every
 POSTed body with :func:`parse_report`; the agent builds its reports with the same

@@ -1,8 +1,8 @@
 """Fitting a report under the dashboard's size limit by dropping metric families.
 
 The limit is :data:`fleet_agent.schema.MAX_REPORT_BYTES` (4 MiB after decompression,
-``shared/report-contract.md``). The rules only read ``vllm:*`` families
-(``shared/reference/vllm-facts.md`` section 1), so families are dropped in this order
+``docs/wire-contract.md``). The rules only read ``vllm:*`` families
+(``docs/vllm-facts.md`` section 1), so families are dropped in this order
 until the report fits: ``python_*``/``process_*``/``http_*`` (collector and
 instrumentator families), every other non-``vllm:`` family, the ``vllm:*_created``
 timestamp gauges, and finally (never expected) a server's whole metrics text,

@@ -1,6 +1,6 @@
 """Build the dict every rule sees for one vLLM server of one agent report.
 
-Contract: /work/notes/AUDIT-INTERFACES.md, section "audit/kb/context.py". Pure functions, no
+Contract: docs/knowledge-base.md, section "Context reference". Pure functions, no
 Django: ``build_context(server, report, history)`` and ``build_contexts(report, history)``.
 Every documented key is always present (None / [] / {} when unknown) because CEL errors on
 missing keys. ``history`` is the previous reports of the same host, oldest first.
@@ -16,8 +16,8 @@ from typing import Any
 from audit.kb import metrics as metrics_mod
 from audit.kb.backends import attention_block
 from audit.kb.catalogue import decide, parser_block
-from audit.kb.effective import derive_max_model_len, source_categories
-from audit.kb.flags import ParsedArgv, effective_flags, parse_argv
+from audit.kb.effective import derive_max_model_len, effective_flags, source_categories
+from audit.kb.flags import ParsedArgv, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config

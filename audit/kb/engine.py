@@ -10,7 +10,7 @@ variable, context key or function, a bad PEP 440 literal in ``version_in`` /
 reference that is neither an https URL nor ``seed:<file>#<section>``, or a
 ``last_verified`` that is not a date.
 
-Rule fields (see notes/AUDIT-INTERFACES.md) plus two optional fields for metric rules:
+Rule fields (see docs/knowledge-base.md) plus two optional fields for metric rules:
 
 - ``applies``: CEL precondition ("this rule is about this server"). When it holds, the
   condition is evaluated; when the condition does not fire and the exposition could not

@@ -491,15 +491,3 @@ def not_accepted(parsed: ParsedArgv, release: str) -> list[dict[str, Any]]:
         if why is not None:
             found.append({**why, "dest": use["dest"]})
     return found
-
-
-# Compatibility for callers of the former module: effective configuration lives in
-# audit/kb/effective.py (which imports this module, hence the lazy lookup).
-_MOVED = {"batch_defaults", "default_gpu_memory_utilization", "effective_flags", "removed_flags"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        from audit.kb import effective
-        return getattr(effective, name)
-    raise AttributeError(name)

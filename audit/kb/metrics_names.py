@@ -1,7 +1,7 @@
 """Name tables mapping every vLLM /metrics naming era onto the canonical names of audit.kb.metrics.
 
-Sources for the renames (all in /work/shared/reference/vllm-facts.md section 1.3 and
-/work/shared/cases/metrics/INDEX.md "Metric-name changes observed across versions"):
+Sources for the renames (all in docs/vllm-facts.md section 1.3 and
+demo/data/cases/metrics/INDEX.md "Metric-name changes observed across versions"):
 
 - `vllm:gpu_cache_usage_perc` -> `vllm:kv_cache_usage_perc` (PR #18354, removed for 0.12 by
   https://github.com/vllm-project/vllm/pull/29330).

@@ -1,6 +1,6 @@
 """Live-window derivation from two `MetricSnapshot`s (see audit.kb.metrics for the parser).
 
-Spec-decode maths follow /work/shared/reference/vllm-facts.md section 1.5 (vLLM's
+Spec-decode maths follow docs/vllm-facts.md section 1.5 (vLLM's
 `SpecDecodingLogging` convention): acceptance rate = accepted / draft tokens, mean acceptance
 length = 1 + accepted / drafts (bonus token included), per-position rate = accepted at
 position p / drafts. Percentiles follow PromQL `histogram_quantile`
@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from audit.kb.metrics_names import RULE_NAMES, SPEC_NAMES
-
-if TYPE_CHECKING:  # imported for type hints only: metrics.py imports this module
-    from audit.kb.metrics import Histogram, MetricSnapshot
+from audit.kb.metrics_snapshot import Histogram, MetricSnapshot
 
 _PERCENTILES = (
     ("ttft_p50_s", "ttft", 0.5),

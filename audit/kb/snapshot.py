@@ -1,6 +1,6 @@
 """Offline evaluation of contract report files: the engine behind ``manage.py audit_snapshot``.
 
-``evaluate_files(paths, history=False)`` reads agent reports (shared/report-contract.md),
+``evaluate_files(paths, history=False)`` reads agent reports (docs/wire-contract.md),
 validates each with ``fleet_agent.schema.parse_report``, builds one context per server
 (audit.kb.context.build_contexts), evaluates the knowledge base and returns::
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,15 +85,33 @@ def failed_start_result(entry: dict[str, Any], kb: KnowledgeBase) -> dict[str, A
                         for rule, line in kb.match_log(entry.get("lines") or [])]}
 
 
+def rules_source(rules: str | Path | None = None) -> list[Path] | None:
+    """The rule folder the offline tools load: ``--rules DIR``, else ``AUDIT_RULES_DIR``.
+
+    None means the shipped ``audit/rules/`` (what :func:`load_rules` loads by default), the
+    same order of choice as the dashboard (``audit.rulebook.rules_dir``). Raises
+    :class:`RuleError` when the chosen folder does not exist, rather than loading nothing.
+    """
+    chosen = rules or os.environ.get("AUDIT_RULES_DIR") or None
+    if chosen is None:
+        return None
+    folder = Path(chosen)
+    if not folder.is_dir():
+        raise RuleError(folder, None, "rules folder not found (--rules / AUDIT_RULES_DIR)")
+    return [folder]
+
+
 def evaluate_files(paths: Sequence[str | Path], history: bool = False,
-                   kb: KnowledgeBase | None = None) -> dict[str, Any]:
+                   kb: KnowledgeBase | None = None,
+                   rules: str | Path | None = None) -> dict[str, Any]:
     """Validate all ``paths`` first, then evaluate them (see module docstring).
 
+    Rules: ``kb`` when given, else the folder of :func:`rules_source` (``rules``).
     Raises :class:`InputError` on the first unreadable or invalid file (nothing is
     evaluated then) and :class:`RuleError` when the rule files do not load.
     """
     reports = [read_report(path) for path in paths]
-    kb = kb or load_rules()
+    kb = kb or load_rules(rules_source(rules))
     results = []
     for index, (path, report) in enumerate(zip(paths, reports, strict=True)):
         past = reports[:index] if history else None
@@ -127,10 +146,10 @@ def render_text(result: dict[str, Any]) -> str:
 
 
 def run(paths: Sequence[str], fmt: str = "json", history: bool = False,
-        out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+        out: TextIO = sys.stdout, err: TextIO = sys.stderr, rules: str | None = None) -> int:
     """Evaluate, print in ``fmt`` ("json" or "text") and return the exit code."""
     try:
-        result = evaluate_files(paths, history=history)
+        result = evaluate_files(paths, history=history, rules=rules)
     except InputError as exc:
         err.write(f"audit_snapshot: invalid input: {exc}\n")
         return 2
@@ -152,13 +171,21 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--format", choices=("json", "text"), default="json")
     parser.add_argument("--history", action="store_true",
                         help="treat the files as consecutive reports of one host")
+    add_rules_argument(parser)
     return parser
+
+
+def add_rules_argument(parser: argparse.ArgumentParser) -> None:
+    """``--rules DIR``: the rule folder to try (default ``AUDIT_RULES_DIR``, else audit/rules)."""
+    parser.add_argument("--rules", metavar="DIR", default=None,
+                        help="rule folder to load (default: $AUDIT_RULES_DIR, else the "
+                             "shipped audit/rules/)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
     args = build_parser().parse_args(argv)
-    return run(args.files, args.format, args.history)
+    return run(args.files, args.format, args.history, rules=args.rules)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from packaging.version import InvalidVersion, Version
 # (release, date it was published or first seen in use, source). Dates marked "<=" are the
 # first date the release is seen in use, so the real release may be a few days earlier; a
 # nightly between the two is then mapped to the previous line (conservative).
-# Source: /work/shared/reference/vllm-facts.md §0 "Release timeline", seed 000 (0.26.0 in a
+# Source: docs/vllm-facts.md §0 "Release timeline", seed 000 (0.26.0 in a
 # reporter matrix on 2026-07-31), vllm-facts §7 metrics INDEX (0.24.0 stated 2026-07-11).
 RELEASE_TIMELINE: tuple[tuple[str, date, str], ...] = (
     ("0.20.0", date(2026, 4, 30), "<= 2026-04-30: seed 000 audit ran on it; NeMo-RL#2384"),

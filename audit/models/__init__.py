@@ -1,5 +1,5 @@
-"""Models of the audit app: findings and their lifecycle (``findings``) and alert
-channels and deliveries (``alerts``)."""
+"""Models of the audit app: findings and their lifecycle (``findings``). Alert channels
+and deliveries are the alerts app's (``alerts.models``)."""
 
 from audit.models.findings import (
     SEVERITY_ORDER,
@@ -16,16 +16,6 @@ __all__ = [
     "SEVERITY_ORDER", "Finding", "FindingEvent", "KnowledgeBaseVersion", "Rule",
     "RuleFailure", "ServerAuditState", "Severity",
 ]
-
-from audit.models.alerts import (  # noqa: E402
-    AlertChannel,
-    AlertThrottle,
-    Delivery,
-    DeliveryAttempt,
-    Trigger,
-)
-
-__all__ += ["AlertChannel", "AlertThrottle", "Delivery", "DeliveryAttempt", "Trigger"]
 
 from audit.models.kb import KnowledgeBaseInstall, UpstreamReference  # noqa: E402
 

@@ -1,6 +1,6 @@
-"""Turning the real command lines of ``shared/cases/reports`` into fake-node processes.
+"""Turning the real command lines of ``demo/data/cases/reports`` into fake-node processes.
 
-Rules from ``shared/cases/README.md``: a ``docker run ... IMAGE ARGS`` line becomes the
+Rules from ``demo/data/cases/README.md``: a ``docker run ... IMAGE ARGS`` line becomes the
 container's server process with ``container_image`` set; a bare image name followed
 by args (Kubernetes) likewise; a ``vllm bench`` line is not a server. Images older
 than vLLM PR #25967 (2025-10-02, vllm-facts.md 3.1) start the api_server module, newer
@@ -17,11 +17,10 @@ from pathlib import Path
 
 from fa_fakenode import FakeNode, ServerPids
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-if not SHARED.is_dir():  # the checkout may live elsewhere; fall back to the workspace copy
-    SHARED = Path("/work/shared")
-CASES_DIR = SHARED / "cases" / "reports"
-METRICS_DIR = SHARED / "cases" / "metrics"
+from demo.paths import metrics_dir, reports_dir
+
+CASES_DIR = reports_dir()  # FileNotFoundError (collection error) when the data is missing
+METRICS_DIR = metrics_dir()
 
 _DOCKER_NO_VALUE = {"-d", "-i", "-t", "-it", "-itd", "-dit", "--rm", "--privileged",
                     "--detach", "--interactive", "--tty", "--init"}

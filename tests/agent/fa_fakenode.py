@@ -1,166 +1,42 @@
-"""A fake GPU node for agent tests: a /proc-shaped tree plus files in mount namespaces.
-
-Processes are written the way the kernel shows them (NUL-separated ``cmdline``,
-``stat`` with ``starttime`` as field 22, ``environ``, ``exe``/``cwd``/``root`` links,
-``fd`` socket links and ``net/tcp`` LISTEN rows, ``cgroup``), with the children a real
-vLLM server has (``VLLM::EngineCore``, ``VLLM::Worker_TP<i>``, spawn stubs, the
-multiprocessing resource tracker) so discovery must find exactly the API servers.
+"""The agent tests' fake GPU node: the demo fleet's :class:`demo.procnode.ProcNode` with a
+fixed identity (``gpu-node-7``, a fixed machine id, boot time :data:`BTIME`) and fixed
+start ticks, so the tests can assert exact values. One fake node for demo and tests
+(docs/architecture.md); ``demo.procnode`` imports no Django.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from demo.procnode import SPAWN_STUB, TRACKER, ProcNode, ServerPids
+
+__all__ = ["BTIME", "SPAWN_STUB", "TRACKER", "FakeNode", "ServerPids"]
+
 BTIME = 1_764_000_000
-SPAWN_STUB = "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=6, pipe_handle=8)"
-TRACKER = "from multiprocessing.resource_tracker import main;main(5)"
+#: ``stat`` start ticks of processes the tests do not date themselves.
+DEFAULT_START_TICKS = 123456
 
 
-@dataclass
-class ServerPids:
-    """Pids of one fake vLLM server and its children."""
-
-    server: int
-    engine: int
-    workers: list[int] = field(default_factory=list)
-    helpers: list[int] = field(default_factory=list)
-
-
-class FakeNode:
-    """Builds ``<root>/proc`` and friends. All paths in arguments are in-namespace paths."""
+class FakeNode(ProcNode):
+    """Builds ``<root>/proc`` and friends under an existing test folder (nothing removed)."""
 
     def __init__(self, root: Path):
-        self.root = root
-        self._inode = 70000
-        self._pid = 1000
-        (root / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
-        (root / "etc").mkdir(parents=True, exist_ok=True)
-        (root / "proc/stat").write_text(f"cpu  1 2 3 4\nbtime {BTIME}\nprocesses 4242\n")
-        (root / "proc/sys/kernel/hostname").write_text("gpu-node-7\n")
-        (root / "proc/sys/kernel/osrelease").write_text("6.8.0-45-generic\n")
-        (root / "etc/machine-id").write_text("0123456789abcdef0123456789abcdef\n")
-        (root / "etc/os-release").write_text('NAME="Ubuntu"\nPRETTY_NAME="Ubuntu 22.04.4 LTS"\n')
-        self.add_process(1, 0, ["/sbin/init"])
+        super().__init__(root, "gpu-node-7", "0123456789abcdef0123456789abcdef",
+                         boot_time=BTIME, clean=False)
 
-    def new_pid(self) -> int:
-        """A fresh pid (increasing)."""
-        self._pid += 7
-        return self._pid
+    def add_process(self, pid: int, ppid: int, argv: list[str], *,
+                    start_ticks: int | None = None, started: float | None = None,
+                    **kwargs) -> Path:
+        if start_ticks is None and started is None:
+            start_ticks = DEFAULT_START_TICKS
+        return super().add_process(pid, ppid, argv, start_ticks=start_ticks, started=started,
+                                   **kwargs)
 
-    def ns_dir(self, ns: str | None) -> Path:
-        """Host directory holding namespace ``ns`` (None = the host itself)."""
-        path = self.root if ns is None else self.root / "containers" / ns
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def write_file(self, ns: str | None, path: str, content: bytes | str) -> Path:
-        """Write a file at in-namespace ``path``."""
-        target = self.ns_dir(ns) / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content.encode() if isinstance(content, str) else content)
-        return target
-
-    def add_process(self, pid: int, ppid: int, argv: list[str], *, env: dict | None = None,
-                    cwd: str = "/", exe: str | None = None, ns: str | None = None,
-                    comm: str | None = None, start_ticks: int = 123456,
-                    listen: tuple[int, ...] = (), cgroup: str = "0::/init.scope\n",
-                    uid: int | None = None, gid: int | None = None) -> Path:
-        """Write ``proc/<pid>`` for one process (``status`` with ``uid``/``gid``, default:
-        the test's own, so files the test writes are the process's)."""
-        d = self.root / "proc" / str(pid)
-        d.mkdir(parents=True)
-        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
-        comm = comm or os.path.basename(argv[0])[:15]
-        tail = ["S", str(ppid)] + ["0"] * 17 + [str(start_ticks), "0", "0"]
-        (d / "stat").write_text(f"{pid} ({comm}) {' '.join(tail)}\n")
-        (d / "comm").write_text(comm + "\n")
-        environ = b"".join(f"{k}={v}".encode() + b"\0" for k, v in (env or {}).items())
-        (d / "environ").write_bytes(environ)
-        (d / "cgroup").write_text(cgroup)
-        uid = os.getuid() if uid is None else uid
-        gid = os.getgid() if gid is None else gid
-        (d / "status").write_text(f"Name:\t{comm}\nPid:\t{pid}\nPPid:\t{ppid}\n"
-                                  f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
-                                  f"Gid:\t{gid}\t{gid}\t{gid}\t{gid}\nGroups:\t{gid}\n")
-        os.symlink(exe or argv[0], d / "exe")
-        os.symlink(cwd, d / "cwd")
-        os.symlink(os.path.relpath(self.ns_dir(ns), d), d / "root")
-        self._sockets(d, listen)
-        return d
-
-    def _sockets(self, d: Path, listen: tuple[int, ...]) -> None:
-        (d / "fd").mkdir()
-        (d / "net").mkdir()
-        os.symlink("/dev/null", d / "fd" / "0")
-        rows = ["  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt"
-                "   uid  timeout inode"]
-        for i, port in enumerate(listen):
-            self._inode += 1
-            os.symlink(f"socket:[{self._inode}]", d / "fd" / str(10 + i))
-            rows.append(f"   {i}: 00000000:{port:04X} 00000000:0000 0A 00000000:00000000 "
-                        f"00:00000000 00000000     0        0 {self._inode} 1 0000 100 0 0 10 0")
-        # an established connection owned by someone else: not a listener of this pid
-        rows.append("   9: 0100007F:9C40 0100007F:1F40 01 00000000:00000000 00:00000000 "
-                    "00000000     0        0 99999 1 0000 20 4 30 10 -1")
-        (d / "net" / "tcp").write_text("\n".join(rows) + "\n")
-        (d / "net" / "tcp6").write_text(rows[0] + "\n")
-
-    def add_vllm(self, argv: list[str], *, tp: int = 1, env: dict | None = None,
-                 cwd: str = "/", exe: str = "/usr/bin/python3.12", ns: str | None = None,
-                 listen: tuple[int, ...] = (8000,), cgroup: str = "0::/user.slice\n",
-                 pid: int | None = None, forked_copy: bool = False,
-                 engine_pid: int | None = None, worker_pids: list[int] | None = None,
-                 uid: int | None = None, gid: int | None = None) -> ServerPids:
-        """A vLLM API server with its EngineCore, workers (TP>1) and helper processes."""
-        spid = pid or self.new_pid()
-        self.add_process(spid, 1, argv, env=env, cwd=cwd, exe=exe, ns=ns, listen=listen,
-                         cgroup=cgroup, start_ticks=200000 + spid, uid=uid, gid=gid)
-        pids = ServerPids(server=spid, engine=engine_pid or self.new_pid())
-        worker_pids = list(worker_pids or [])
-        tracker = self.new_pid()
-        self.add_process(tracker, spid, [argv[0], "-c", TRACKER], exe=exe, ns=ns, cgroup=cgroup)
-        self.add_process(pids.engine, spid, ["VLLM::EngineCore"], exe=exe, ns=ns,
-                         comm="VLLM::EngineCor", cgroup=cgroup)
-        stub = self.new_pid()
-        self.add_process(stub, pids.engine, [argv[0], "-c", SPAWN_STUB, "--multiprocessing-fork"],
-                         exe=exe, ns=ns, cgroup=cgroup)
-        pids.helpers += [tracker, stub]
-        for rank in range(tp if tp > 1 else 0):
-            worker = worker_pids.pop(0) if worker_pids else self.new_pid()
-            self.add_process(worker, pids.engine, [f"VLLM::Worker_TP{rank}"], exe=exe, ns=ns,
-                             comm=f"VLLM::Worker_TP{rank}"[:15], cgroup=cgroup)
-            pids.workers.append(worker)
-        if forked_copy:  # a forked child that still shows the parent's argv
-            copy = self.new_pid()
-            self.add_process(copy, spid, argv, exe=exe, ns=ns, cgroup=cgroup)
-            pids.helpers.append(copy)
-        return pids
+    def server_start_ticks(self, pid: int, started: float | None) -> int | None:
+        """Each server its own start time (the server identity is pid + start time)."""
+        return 200000 + pid if started is None else None
 
     def install_vllm(self, ns: str | None, prefix: str, version: str,
-                     site: str = "lib/python3.12/site-packages") -> None:
-        """Put a ``vllm-<version>.dist-info/METADATA`` under ``prefix``."""
-        self.write_file(ns, f"{prefix}/{site}/vllm-{version}.dist-info/METADATA",
-                        f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n\nbody\n")
-
-    def docker_container(self, container_id: str, image: str | None,
-                         ports: dict[int, int] | None = None) -> str:
-        """Docker's ``config.v2.json`` for a container; returns the cgroup line."""
-        config = {"ID": container_id, "Image": "sha256:" + "ab" * 32,
-                  "Config": {"Image": image} if image else {},
-                  "NetworkSettings": {"Ports": {
-                      f"{c}/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(h)}]
-                      for c, h in (ports or {}).items()}}}
-        self.write_file(None, f"/var/lib/docker/containers/{container_id}/config.v2.json",
-                        json.dumps(config))
-        return f"0::/system.slice/docker-{container_id}.scope\n"
-
-    def hf_snapshot(self, ns: str | None, cache: str, repo: str, commit: str,
-                    files: dict[str, str], ref: str = "main") -> None:
-        """An HF hub cache entry: ``refs/<ref>`` -> ``snapshots/<commit>/<files>``."""
-        base = f"{cache}/models--{repo.replace('/', '--')}"
-        self.write_file(ns, f"{base}/refs/{ref}", commit)
-        for name, content in files.items():
-            self.write_file(ns, f"{base}/snapshots/{commit}/{name}", content)
+                     site: str = "lib/python3.12/site-packages", replace: bool = False) -> None:
+        """As the demo's, but adding beside earlier installs (tests of several versions)."""
+        super().install_vllm(ns, prefix, version, site=site, replace=replace)

@@ -1,4 +1,4 @@
-"""A four-server Gemma 4 node from the seed recipes (``shared/seeds``), with HTTP emulators.
+"""A four-server Gemma 4 node from the seed recipes (``demo/data/seeds``), with HTTP emulators.
 
 1. seed 001: ``docker run ... -e HF_TOKEN vllm/vllm-openai:cu130-nightly
    nvidia/Gemma-4-31B-IT-NVFP4 ... --speculative-config eagle3``; reached through the

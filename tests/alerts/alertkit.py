@@ -23,7 +23,8 @@ from aiosmtpd.controller import Controller
 from django.utils import timezone
 from factory.django import DjangoModelFactory
 
-from audit.models import AlertChannel, Finding, FindingEvent
+from alerts.models import AlertChannel
+from audit.models import Finding, FindingEvent
 from fleet.models import Host, Server
 
 # --- factories ---------------------------------------------------------------------

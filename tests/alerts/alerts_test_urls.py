@@ -6,5 +6,5 @@ from config.urls import urlpatterns as project_urlpatterns
 
 urlpatterns = [
     *[p for p in project_urlpatterns if "alerts" not in str(getattr(p, "pattern", ""))],
-    path("alerts/", include("audit.urls_alerts")),
+    path("alerts/", include("alerts.urls")),
 ]

@@ -34,9 +34,9 @@ settings.ALERT_CLAIM_LEASE_S = 1.0
 app.conf.broker_transport_options = {"visibility_timeout": 3, "unacked_restore_interval": 1,
                                      "unacked_restore_throttle": 1}
 
-import audit.alert_tasks  # noqa: E402, F401  (registers the alerts.* tasks)
-from audit.transports import AlertMessage, register  # noqa: E402
-from audit.transports.webhook import WebhookTransport  # noqa: E402
+import alerts.alert_tasks  # noqa: E402, F401  (registers the alerts.* tasks)
+from alerts.transports import AlertMessage, register  # noqa: E402
+from alerts.transports.webhook import WebhookTransport  # noqa: E402
 
 GATE = Path(os.environ.get("ALERT_TEST_GATE_DIR", "/nonexistent"))
 

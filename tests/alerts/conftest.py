@@ -59,7 +59,7 @@ def eager(settings: Any) -> Iterator[None]:
 @pytest.fixture
 def run_dispatch(eager: None, django_capture_on_commit_callbacks: Any) -> Callable[..., int]:
     """Run ``alerts.dispatch_events`` now and the sends it enqueues (in-process)."""
-    from audit.alert_tasks import dispatch_events
+    from alerts.alert_tasks import dispatch_events
 
     def run() -> int:
         with django_capture_on_commit_callbacks(execute=True):

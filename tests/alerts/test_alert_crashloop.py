@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from alertkit import ChannelFactory
 
+from alerts.models import Delivery
 from audit import evaluation
 from audit.crashloop import CRASH_LOOP_RULE_ID
-from audit.models import Delivery
 from audit.rulebook import sync_rules
 from tests.conftest import iso
 

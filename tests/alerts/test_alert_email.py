@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from alertkit import ChannelFactory, FindingFactory, ServerFactory, upgrade_event
 
-from audit.models import Delivery, Rule
+from alerts.models import Delivery
+from audit.models import Rule
 
 pytestmark = pytest.mark.django_db
 

@@ -15,9 +15,10 @@ from alertkit import (
     upgrade_event,
 )
 
-from audit.alert_sending import backoff
-from audit.models import Delivery, DeliveryAttempt, Rule
-from audit.transports.webhook import verify
+from alerts.alert_sending import backoff
+from alerts.models import Delivery, DeliveryAttempt
+from alerts.transports.webhook import verify
+from audit.models import Rule
 from fleet.models import Host
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_local")]

@@ -8,10 +8,11 @@ import pytest
 from alertkit import ChannelFactory, FindingEventFactory, FindingFactory
 from django.utils import timezone
 
-from audit import alert_sending
-from audit.alert_tasks import schedule_dispatch, sweep
-from audit.alerts import create_test_delivery, dispatch
-from audit.models import Delivery, FindingEvent
+from alerts import alert_sending
+from alerts.alert_tasks import schedule_dispatch, sweep
+from alerts.alerts import create_test_delivery, dispatch
+from alerts.models import Delivery
+from audit.models import FindingEvent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_local")]
 

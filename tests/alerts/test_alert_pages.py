@@ -8,7 +8,7 @@ from alertkit import ChannelFactory
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from audit.models import AlertChannel, Delivery
+from alerts.models import AlertChannel, Delivery
 from fleet.access import set_role
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("alerts_test_urls")]

@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from alertkit import ChannelFactory
 
+from alerts.models import Delivery
 from audit import evaluation
-from audit.models import Delivery, Rule
+from audit.models import Rule
 from audit.rulebook import sync_rules
 from tests.conftest import iso
 

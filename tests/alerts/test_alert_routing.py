@@ -15,8 +15,9 @@ from alertkit import (
 )
 from django.utils import timezone
 
-from audit.alert_tasks import check_silent_hosts
-from audit.models import Delivery, Finding, FindingEvent, Rule
+from alerts.alert_tasks import check_silent_hosts
+from alerts.models import Delivery
+from audit.models import Finding, FindingEvent, Rule
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_local")]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from audit.transports import TransportError
-from audit.transports.http import pinned_request, post, validate_url
+from alerts.transports import TransportError
+from alerts.transports.http import pinned_request, post, validate_url
 
 REAL_GETADDRINFO = socket.getaddrinfo
 REAL_CREATE_CONNECTION = socket.create_connection

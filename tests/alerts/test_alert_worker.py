@@ -7,8 +7,8 @@ import time
 import pytest
 from alertkit import HOLD, ChannelFactory, FindingFactory, ServerFactory, upgrade_event, wait_for
 
-from audit.alert_tasks import dispatch_events
-from audit.models import Delivery
+from alerts.alert_tasks import dispatch_events
+from alerts.models import Delivery
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow]
 

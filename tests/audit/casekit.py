@@ -1,8 +1,8 @@
-"""Turn a shared bug-report case (``shared/cases/reports/*.json``) or a seed recipe into a
-contract agent report dict (``shared/report-contract.md``), for tests of the context builder
+"""Turn a shared bug-report case (``demo/data/cases/reports/*.json``) or a seed recipe into a
+contract agent report dict (``fleet_agent/schema.py``), for tests of the context builder
 and the rules.
 
-Conversion rules (``shared/cases/README.md``):
+Conversion rules (``demo/data/cases/README.md``):
 
 * ``docker run … IMAGE ARGS`` (and bare ``IMAGE ARGS`` container args) becomes the container's
   server process: ``vllm serve ARGS`` for images after the entrypoint change of vLLM PR #25967
@@ -34,9 +34,9 @@ from packaging.version import InvalidVersion, Version
 
 from audit.kb.flags import parse_argv
 from audit.kb.gpus import lookup
+from demo.paths import report_paths, reports_dir
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-CASES_DIR = SHARED / "cases" / "reports"
+CASES_DIR = reports_dir()  # FileNotFoundError (collection error) when the data is missing
 _GIB = 2**30
 _VERSION_RE = re.compile(
     r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?"
@@ -254,7 +254,7 @@ def model_files_of(case: dict[str, Any]) -> dict[str, Any]:
 
 def all_case_paths() -> list[Path]:
     """Every shared case report, sorted by id."""
-    return sorted(CASES_DIR.glob("*.json"))
+    return report_paths()
 
 
 # --------------------------------------------------------------------------- seed recipes

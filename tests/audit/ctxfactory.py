@@ -1,4 +1,4 @@
-"""Hand-built rule contexts that follow notes/AUDIT-INTERFACES.md exactly (every key present).
+"""Hand-built rule contexts that follow docs/knowledge-base.md exactly (every key present).
 
 Shared by the rule tests: ``make_context("light", {"vllm.version": "0.26.0"})`` returns a
 complete context for the seed's LIGHT recipe (seed 000 "Operating-point recipes") with the

@@ -1,6 +1,6 @@
 """The upstream rules (audit/rules/upstream_*.yaml) against real bug reports and near misses.
 
-Part 1 turns every shared case (../shared/cases/reports/*.json, issue 4 "Coverage") into a
+Part 1 turns every shared case (demo/data/cases/reports/*.json, issue 4 "Coverage") into a
 contract report with ``tests/audit/casekit.case_to_report``, builds the contexts with
 ``audit.kb.context.build_contexts`` and asserts that the knowledge base tells the operator
 the case's diagnosis (the substance of its ``expected_finding``) at a severity that makes
@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from casekit import at_least, case_to_report, evaluate_case  # noqa: E402
 from ctxfactory import make_context, window  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-CASES_DIR = SHARED / "cases" / "reports"
+from demo.paths import reports_dir  # noqa: E402
+
+CASES_DIR = reports_dir()  # FileNotFoundError (collection error) when the data is missing
 
 # Case file prefix -> (rule ids that must all fire, minimum severity for each).
 # The rule ids carry the case's expected_finding; the comments say which part.

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.kb.flags import batch_defaults, effective_flags, parse_argv, parse_tokens
+from audit.kb.effective import batch_defaults, effective_flags
+from audit.kb.flags import parse_argv, parse_tokens
 from audit.kb.versions import version_tuple
 
 H100 = (79.65, "NVIDIA H100 80GB HBM3")

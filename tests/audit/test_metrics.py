@@ -1,4 +1,4 @@
-"""audit.kb.metrics against the real /metrics captures in ../shared/cases/metrics/.
+"""audit.kb.metrics against the real /metrics captures in demo/data/cases/metrics/.
 
 Expected numbers are read from the capture files with prometheus_client directly (an oracle
 independent of the module's own name mapping) or quoted from the file where a test says so.
@@ -16,9 +16,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from audit.kb.metrics import Histogram, MetricSnapshot, histogram_quantile, parse, window
+from demo.paths import capture_paths, metrics_dir
 
-CASES = Path(__file__).resolve().parents[2].parent / "shared" / "cases" / "metrics"
-ALL_CAPTURES = sorted(CASES.glob("*.prom"))
+CASES = metrics_dir()  # FileNotFoundError (collection error) when the data is missing
+ALL_CAPTURES = capture_paths()
 
 WINDOW_KEYS = {
     "window_kind", "window_s", "kv_cache_usage", "requests_running", "requests_waiting",

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from audit.kb.metrics import MAX_ERRORS, MetricSnapshot, parse, window
 from audit.kb.metrics_names import SAMPLE_INDEX
+from demo.paths import capture_paths
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "500"))
 FUZZ = settings(
@@ -25,8 +25,7 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-CASES = Path(__file__).resolve().parents[2].parent / "shared" / "cases" / "metrics"
-CAPTURES = [p.read_text() for p in sorted(CASES.glob("*.prom"))]
+CAPTURES = [p.read_text() for p in capture_paths()]  # never empty: raises when data is missing
 SMALL_CAPTURES = [text for text in CAPTURES if len(text) < 60_000]
 
 NAMES = sorted(SAMPLE_INDEX) + ["vllm:", "vllm_num_requests_running", "vllm:x_bucket", "http_x"]

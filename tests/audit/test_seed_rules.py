@@ -1,4 +1,4 @@
-"""Checklist items K01-K24 (shared/knowledge-checklist.md) as rules of
+"""Checklist items K01-K24 (docs/knowledge-checklist.md) as rules of
 audit/rules/gemma4_seed.yaml (K01-K11) and gemma4_seed_ceilings.yaml (K12-K24).
 
 Each item fires where it applies, at the severity the checklist asks for, and stays silent

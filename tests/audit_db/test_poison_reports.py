@@ -10,7 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from audit import evaluation
-from audit.kb.flags import effective_flags, parse_argv
+from audit.kb.effective import effective_flags
+from audit.kb.flags import parse_argv
 from audit.tasks import evaluate_report
 from fleet.models import Host, Report, Server
 from fleet.tasks import sweep_unevaluated

@@ -191,7 +191,7 @@ def test_the_other_pages_render_for_an_admin(page, live_server, seeded):
 def test_no_page_breaks_the_content_security_policy(page, live_server, seeded):
     """Issue 16 item 18: the CSP forbids inline scripts and styles; Chromium reports every
     blocked one on the console, and the page behaviours moved to static/js/ui.js work."""
-    from audit.models import AlertChannel
+    from alerts.models import AlertChannel
 
     channel = AlertChannel.objects.create(name="ops mail", kind="email",
                                           destination="ops@example.com")

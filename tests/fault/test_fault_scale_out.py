@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from faultkit import wait_for
 
+from alerts.alert_tasks import sweep
+from alerts.models import AlertChannel, Delivery
 from audit import evaluation
-from audit.alert_tasks import sweep
-from audit.models import AlertChannel, Delivery, Finding, FindingEvent, RuleFailure
+from audit.models import Finding, FindingEvent, RuleFailure
 from fleet.models import Report
 from tests.conftest import iso
 

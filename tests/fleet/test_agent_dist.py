@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import html
+import subprocess
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from fleet.access import set_role
-from fleet.agent_dist import wheel_name
+from fleet.agent_dist import build_agent_wheel, wheel_name
 from fleet.models import EnrollmentSecret
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="session")
+def built_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A VAR_DIR whose ``dist/`` holds the agent wheel, built once per test session."""
+    var = tmp_path_factory.mktemp("agent-var")
+    build_agent_wheel(out_dir=var / "dist")
+    return var
 
 
 def test_the_install_script_needs_no_login_and_points_at_this_dashboard(client, settings):
@@ -27,8 +37,8 @@ def test_the_install_script_needs_no_login_and_points_at_this_dashboard(client, 
 
 
 def test_the_served_wheel_installs_the_agent_without_the_server_extras(client, settings,
-                                                                        tmp_path):
-    settings.VAR_DIR = tmp_path
+                                                                        tmp_path, built_var):
+    settings.VAR_DIR = built_var
     response = client.get(f"/agent/dist/{wheel_name()}")
 
     assert response.status_code == 200
@@ -46,6 +56,28 @@ def test_the_served_wheel_installs_the_agent_without_the_server_extras(client, s
 
 def test_only_the_current_wheel_is_served(client):
     assert client.get("/agent/dist/evil.whl").status_code == 404
+
+
+def test_a_missing_wheel_answers_503_with_the_build_command_and_builds_nothing(
+        client, settings, tmp_path, monkeypatch):
+    settings.VAR_DIR = tmp_path
+    monkeypatch.setattr(subprocess, "Popen", _no_child_process)
+
+    response = client.get(f"/agent/dist/{wheel_name()}")
+
+    assert response.status_code == 503
+    assert "manage.py build_agent_wheel" in response.content.decode()
+    assert not (tmp_path / "dist").exists()
+
+
+def _no_child_process(*args, **kwargs):
+    raise AssertionError(f"a request started a process: {args}")
+
+
+def test_the_wheel_is_built_from_the_agent_package_alone(built_var):
+    with zipfile.ZipFile(built_var / "dist" / wheel_name()) as wheel:
+        tops = {name.split("/")[0] for name in wheel.namelist()}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"fleet_agent"}
 
 
 def test_an_admin_gets_a_one_liner_with_a_fresh_secret_and_a_viewer_does_not(

@@ -56,8 +56,8 @@ def test_the_kb_page_shows_an_installed_bundle(viewer, kb_settings, make_bundle)
 
 def test_a_kb_older_than_thirty_days_is_flagged_and_alerted_once(viewer, kb_settings,
                                                                   make_bundle):
+    from alerts.models import AlertChannel, Delivery
     from audit import kb_status
-    from audit.models import AlertChannel, Delivery
 
     AlertChannel.objects.create(kind="email", name="admins", destination="ops@example.com",
                                 min_severity="high")

@@ -9,8 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from alerts.models import AlertChannel, Delivery
 from audit import upstream
-from audit.models import AlertChannel, Delivery, Rule, UpstreamReference
+from audit.models import Rule, UpstreamReference
 from audit.rulebook import sync_rules
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
 """Upgrade planner (issue 5) and the offline CLIs behind ``manage.py recommend`` /
-``manage.py plan_upgrade`` (audit.recommend.cli, no Django needed)."""
+``manage.py plan_upgrade`` (advice.recommend.cli, no Django needed)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from audit import planner
-from audit.recommend import cli
+from advice import planner
+from advice.recommend import cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rkit import AWQ_31B, host_report, serve  # noqa: E402

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from advice.recommend import recommend_report, recommend_server
+from advice.recommend.data import recipe, unified
 from audit.kb.context import build_context
 from audit.kb.gpus import bandwidth_knee
-from audit.recommend import recommend_report, recommend_server
-from audit.recommend.data import recipe, unified
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rkit import AWQ_31B, EAGLE3, host_report, prompt_metrics, serve  # noqa: E402

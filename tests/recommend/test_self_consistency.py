@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from advice.recommend import recommend_report
 from audit.kb.context import build_contexts
 from audit.kb.engine import load_rules
-from audit.recommend import recommend_report
 from fleet_agent.schema import parse_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "audit"))

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from rkit import AWQ_31B, host_report, serve
 
-from audit.recommend import recommend_server
-from audit.recommend.plan import HF_CACHE_MOUNT, shell_join
-from fleet.templatetags.fleet_tags import shell_words
+from advice.recommend import recommend_server
+from advice.recommend.plan import HF_CACHE_MOUNT, shell_join
+from front.templatetags.fleet_tags import shell_words
 
 H100 = "NVIDIA H100 80GB HBM3"
 BASH = shutil.which("bash")

@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "audit"))
 from test_modelcfg import _report_for  # noqa: E402
 
-from audit.recommend.core import recommend_server  # noqa: E402
+from advice.recommend.core import recommend_server  # noqa: E402
 
 
 def _diff(out: dict) -> dict[str, dict]:

@@ -4,4 +4,4 @@ from django.urls import include, path
 
 from config.urls import urlpatterns as project_urlpatterns
 
-urlpatterns = [*project_urlpatterns, path("", include("audit.urls_recommend"))]
+urlpatterns = [*project_urlpatterns, path("", include("advice.urls"))]

@@ -11,8 +11,8 @@ and text of the bad /metrics line, never a silent wrong value).
 
 Inputs: random token lists, structured command lines (real launchers and every known vLLM
 option in its spellings, with good, bad, missing and placeholder values), mutations of the
-real command lines of ``../shared/cases/reports`` and of the real captures of
-``../shared/cases/metrics``. ``tests/audit/test_metrics_fuzz.py`` fuzzes the metrics parser
+real command lines of ``demo/data/cases/reports`` and of the real captures of
+``demo/data/cases/metrics``. ``tests/audit/test_metrics_fuzz.py`` fuzzes the metrics parser
 with other generators; this file adds the "clear error" properties.
 
 FUZZ_EXAMPLES (env, default 1000) is hypothesis' max_examples per test; issue 8 asks for at
@@ -26,25 +26,25 @@ import json
 import math
 import os
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit.kb.flags import ParsedArgv, effective_flags, parse_argv
+from audit.kb.effective import effective_flags
+from audit.kb.flags import ParsedArgv, parse_argv
 from audit.kb.flags_defaults import KNOWN_FLAGS, SHORT_ALIASES
 from audit.kb.metrics import MAX_ERRORS, MetricSnapshot, parse, window
 from audit.kb.vllm_tables import releases, table
+from demo.paths import capture_paths, report_paths
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "1000"))
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 pytestmark = pytest.mark.slow
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
-CASE_ARGVS = [json.loads(p.read_text())["argv"] for p in sorted(SHARED.glob("reports/*.json"))]
-CAPTURES = [p.read_text() for p in sorted(SHARED.glob("metrics/*.prom"))]
+CASE_ARGVS = [json.loads(p.read_text())["argv"] for p in report_paths()]
+CAPTURES = [p.read_text() for p in capture_paths()]
 SMALL_CAPTURES = [text for text in CAPTURES if len(text) < 60_000]
 
 LAUNCHERS = [

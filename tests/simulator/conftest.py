@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from fleet.simulator.specs import HostSpec
-from fleet.simulator.timeline import Event, FleetSim, fleet_specs
+from demo.specs import HostSpec
+from demo.timeline import Event, FleetSim, fleet_specs
 
 
 @pytest.fixture

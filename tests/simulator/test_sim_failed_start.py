@@ -10,8 +10,8 @@ import pytest
 
 from audit.crashloop import CRASH_LOOP_RULE_ID
 from audit.models import Finding
+from demo.timeline import Event
 from fleet.models import Server
-from fleet.simulator.timeline import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,10 +13,11 @@ import pytest
 from django.core import mail
 from django.core.management import CommandError, call_command
 
-from audit.models import AlertChannel, Delivery, Finding, FindingEvent, Trigger
+from alerts.models import AlertChannel, Delivery, Trigger
+from audit.models import Finding, FindingEvent
+from demo.receiver import WebhookReceiver
+from demo.timeline import TIMELINE, Event
 from fleet.models import Host, Report
-from fleet.simulator.receiver import WebhookReceiver
-from fleet.simulator.timeline import TIMELINE, Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,14 +77,14 @@ def test_the_timeline_produces_the_findings_and_events_of_each_scenario(enrolled
     assert "restart-without-config-change" in _active("h100-chat-05")
     assert {"serving-queue-collapse", "gemma4-mtp-unified-memory-concurrency-ceiling"} \
         <= _active("gb10-spark-03")
-    assert "gemma4-chat-template-unvetted" in _active("h100-awq-07")  # see fleet.simulator.specs
+    assert "gemma4-chat-template-unvetted" in _active("h100-awq-07")  # see demo.specs
     healthy = _active("gb10-spark-01")
     assert not healthy & {"gemma4-31b-nvfp4-eagle3-single-stream-slow",
                           "gemma4-spec-acceptance-below-baseline"}
 
 
 def test_a_host_that_stops_reporting_goes_silent(enrolled_fleet):
-    from audit.alerts import silent_hosts
+    from alerts.alerts import silent_hosts
 
     silent = (Event(5.0, "h100-batch-06", "silent", "stops"),)
     sim = enrolled_fleet(["h100-chat-05", "h100-batch-06"], silent, speed=5.0)  # 2 s interval
@@ -98,7 +99,7 @@ def test_a_host_that_stops_reporting_goes_silent(enrolled_fleet):
 
 def test_the_upgrade_sends_one_risky_upgrade_email_and_one_webhook(enrolled_fleet, settings,
                                                                   tmp_path: Path):
-    from audit.alert_tasks import dispatch_events
+    from alerts.alert_tasks import dispatch_events
 
     settings.ALERTS_ALLOW_PRIVATE_WEBHOOKS = True
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

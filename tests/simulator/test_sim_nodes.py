@@ -9,10 +9,10 @@ import pytest
 
 from audit.kb import metrics
 from audit.kb.metrics_window import window
-from fleet.simulator import seedfleet
-from fleet.simulator.exposition import render
-from fleet.simulator.timeline import Event
-from fleet.simulator.traffic import TrafficState
+from demo import seedfleet
+from demo.exposition import render
+from demo.timeline import Event
+from demo.traffic import TrafficState
 from fleet_agent import config as agent_config
 
 

@@ -29,6 +29,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         code = snapshot.run(options["files"], options["format"], options["history"],
-                            out=self.stdout, err=self.stderr)
+                            out=self.stdout, err=self.stderr, rules=options["rules"])
         if code:
             sys.exit(code)

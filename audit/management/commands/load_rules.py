@@ -29,7 +29,8 @@ class Command(BaseCommand):
                             help="only validate and print the version; touch no database")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from audit.rulebook import current_knowledge_base, requeue_fleet, sync_rules
+        from audit.rulebook import current_knowledge_base, sync_rules
+        from audit.tasks import requeue_fleet
 
         try:
             kb = load_rules(options["paths"]) if options["paths"] else current_knowledge_base()

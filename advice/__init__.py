@@ -1,0 +1,1 @@
+"""Advice: the recommended vLLM command per server and the upgrade planner."""

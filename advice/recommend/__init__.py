@@ -1,0 +1,31 @@
+"""Recommended vLLM configuration per server (issue 5). Pure Python, no Django.
+
+Entry points: :func:`recommend_report` and :func:`recommend_server` (advice.recommend.core);
+:func:`cli_json` projects a result onto the ``manage.py recommend`` JSON shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advice.recommend.core import recommend_report, recommend_server
+
+CLI_DIFF_KEYS = ("flag", "current", "recommended", "reason", "references")
+
+
+def cli_json(result: dict[str, Any]) -> dict[str, Any]:
+    """``{"servers": [{"pid", "layout", "replicas": [{"argv", "gpus"}], "diff": [{"flag",
+    "current", "recommended", "reason", "references"}], "notes"}]}`` from
+    :func:`recommend_report`'s result (the exact shape of issue 5)."""
+    servers = []
+    for item in result["servers"]:
+        servers.append({
+            "pid": item["pid"], "layout": item["layout"],
+            "replicas": [{"argv": r["argv"], "gpus": r["gpus"]} for r in item["replicas"]],
+            "diff": [{k: row[k] for k in CLI_DIFF_KEYS} for row in item["diff"]],
+            "notes": list(item["notes"]),
+        })
+    return {"servers": servers}
+
+
+__all__ = ["cli_json", "recommend_report", "recommend_server"]

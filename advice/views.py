@@ -1,0 +1,143 @@
+"""Pages for the recommended configuration and the upgrade planner (issue 5).
+
+All login-required; every value comes from the pure libraries (advice.recommend,
+advice.planner) run on each server's latest stored report (``Server.last_report.raw``).
+
+* ``host_recommend``: every running server of a host with its recommended command (copy
+  button) and per-flag diff, workload override via ``?workload=``.
+* ``plan_upgrade``: a target version for one server, a host, or every server running a
+  model; per server the findings that appear/disappear and the verdict; pending upgrades
+  ("will become X on next restart").
+* ``plan_fleet``: for candidate versions, how many servers each would block or put at risk.
+
+``server_recommendation(server)`` / ``host_recommendations(host)`` are the helpers the host
+page uses with ``templates/advice/_recommendation.html``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from advice import planner
+from advice.recommend import recommend_server
+from advice.recommend.workload import PROFILES
+from fleet.models import Host, Server
+
+
+def _report_entry(server: Server) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(host report, this server's entry in it) from the server's latest stored report."""
+    report = server.last_report.raw if server.last_report_id else None
+    if not isinstance(report, dict):
+        return None
+    for entry in report.get("servers") or []:
+        if (server.base_url and entry.get("base_url") == server.base_url) or \
+                entry.get("pid") == server.pid:
+            return report, entry
+    return None
+
+
+def server_recommendation(server: Server, workload: str | None = None) -> dict[str, Any] | None:
+    """The recommendation dict (advice.recommend.output.server_result) for one server, or
+    None when its latest report is not stored. Raises ValueError for an unknown workload."""
+    found = _report_entry(server)
+    if found is None:
+        return None
+    report, entry = found
+    return recommend_server(entry, report, workload=workload)
+
+
+def host_recommendations(host: Host, workload: str | None = None) -> list[tuple[Server, Any]]:
+    """(server, recommendation or None) for each running server of ``host``."""
+    return [(s, server_recommendation(s, workload)) for s in
+            host.servers.filter(is_running=True).select_related("last_report")
+            .order_by("identity")]
+
+
+@login_required
+def host_recommend(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
+    """One host: each running server's recommended command and diff."""
+    host = get_object_or_404(Host, code=code)
+    workload = request.GET.get("workload") or None
+    if workload not in PROFILES:
+        workload = None
+    return render(request, "advice/recommend_host.html", {
+        "host": host, "workload": workload, "profiles": PROFILES,
+        "items": host_recommendations(host, workload)})
+
+
+def _servers_in_scope(request: HttpRequest) -> tuple[list[Server], str]:
+    """Servers chosen by ``?server=<id>``, ``?host=<code>`` or ``?model=<substring>``."""
+    running = Server.objects.filter(is_running=True).select_related("host", "last_report")
+    if request.GET.get("server", "").isdigit():
+        chosen = list(running.filter(pk=int(request.GET["server"])))
+        return chosen, f"server {chosen[0]}" if chosen else "no such server"
+    code = request.GET.get("host")
+    if code:
+        try:
+            host = Host.objects.get(code=uuid.UUID(code))
+        except (ValueError, Host.DoesNotExist):
+            return [], "no such host"
+        return list(running.filter(host=host)), f"host {host.hostname}"
+    model = (request.GET.get("model") or "").strip()
+    if model:
+        needle = model.lower()
+        return [s for s in running if any(needle in str(t).lower() for t in s.argv or [])], \
+            f"servers running {model}"
+    return list(running), "every running server"
+
+
+def _plans(servers: list[Server], target: str | None) -> tuple[list[dict], list[dict]]:
+    """(plans for ``target``, pending-upgrade plans) for the servers."""
+    plans, pending = [], []
+    for server in servers:
+        found = _report_entry(server)
+        if found is None:
+            continue
+        report, entry = found
+        if target:
+            plans.append({"server": server, **planner.plan_server(entry, report, target)})
+        for plan in planner.pending_upgrades({**report, "servers": [entry]}):
+            pending.append({"server": server, **plan})
+    return plans, pending
+
+
+@login_required
+def plan_upgrade(request: HttpRequest) -> HttpResponse:
+    """Upgrade planner for one server, a host or every server running a model."""
+    target = (request.GET.get("target") or "").strip() or None
+    servers, scope = _servers_in_scope(request)
+    error = None
+    if target:
+        try:
+            planner.normalise_target(target)
+        except ValueError as exc:
+            error, target = str(exc), None
+    plans, pending = _plans(servers, target)
+    return render(request, "advice/recommend_plan.html", {
+        "target": target, "scope": scope, "plans": plans, "pending": pending, "error": error,
+        "known_versions": planner.known_versions(), "hosts": Host.objects.order_by("hostname"),
+        "query": request.GET})
+
+
+@login_required
+def plan_fleet(request: HttpRequest) -> HttpResponse:
+    """How many servers each candidate version would block or put at risk."""
+    raw = (request.GET.get("candidates") or "").replace(",", " ").split()
+    error = None
+    try:
+        candidates = [planner.normalise_target(c) for c in raw] or planner.known_versions()
+    except ValueError as exc:
+        error, candidates = str(exc), planner.known_versions()
+    reports = []
+    for server in Server.objects.filter(is_running=True).select_related("last_report"):
+        found = _report_entry(server)
+        if found:
+            reports.append({**found[0], "servers": [found[1]]})
+    fleet = planner.plan_fleet(reports, candidates)
+    return render(request, "advice/recommend_fleet.html", {
+        "rows": fleet["candidates"], "error": error, "candidates": " ".join(raw)})

@@ -1,0 +1,1 @@
+"""Alerts: channels, grouping and delivery of finding events (docs/architecture.md)."""

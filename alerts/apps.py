@@ -1,0 +1,19 @@
+"""Django app config for the alerts app."""
+
+from django.apps import AppConfig
+
+
+class AlertsConfig(AppConfig):
+    """Alert channels, grouping and delivery of the audit app's finding events
+    (docs/architecture.md). Its models kept their ``audit_*`` tables when they moved here."""
+
+    name = "alerts"
+    verbose_name = "Alerts"
+
+    def ready(self) -> None:
+        from alerts.alert_tasks import on_findings_evaluated
+        from alerts.kb_alerts import send_kb_alert
+        from audit.signals import findings_evaluated, kb_attention
+
+        findings_evaluated.connect(on_findings_evaluated, dispatch_uid="alerts.dispatch")
+        kb_attention.connect(send_kb_alert, dispatch_uid="alerts.kb_attention")

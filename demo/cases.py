@@ -1,0 +1,178 @@
+"""One simulated host per real bug report in ``demo/data/cases/reports`` (its real command line).
+
+Conversion rules (``demo/data/cases/README.md``; adapted from ``tests/agent/fa_cases.py`` and
+``tests/audit/casekit.py``): ``docker run ... IMAGE ARGS`` and bare ``IMAGE ARGS``
+(Kubernetes) lines become the container's server process with the image recorded;
+images older than vLLM PR #25967 (2025-10-02, taken as < 0.11.0) start the api_server
+module, newer ones ``vllm serve``; a ``vllm bench`` line is not a server and is skipped;
+``<...>`` placeholders stay as the unknown values they are. The running version is the
+first PEP 440 token of the case's ``vllm_version`` text (what ``/version`` would say).
+
+GPUs come from the case's ``gpus`` list (device name with its parenthetical note dropped,
+memory from ``memory_gib``; non-NVIDIA devices keep the same reading shape). Servers that
+crashed in the report are shown running a light load: the audit's value is predicting
+the crash from version, flags and GPU. Where a case's ``metrics_note`` gives numbers
+(acceptance of 002, 017, 027, 032), the workload reproduces them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from audit.kb.gpus import lookup
+from demo.paths import report_paths
+from demo.specs import Container, GpuSpec, HostSpec, ServerSpec, int_option, option
+from demo.traffic import Workload
+
+_GIB = 2**30
+_VERSION_RE = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?"
+                         r"(?:\.dev\d+)?(?:\+[0-9a-z.]+)?)", re.IGNORECASE)
+_DOCKER_FLAGS = {"-d", "-i", "-t", "-it", "-itd", "-dit", "--rm", "--privileged", "--detach",
+                 "--interactive", "--tty", "--init"}
+#: A light, healthy background load for case servers (assumed, not from a seed).
+CASE_LOAD = Workload(gen_tps=60, prompt_len=800, gen_len=200, ttft_s=0.3, tpot_s=0.03,
+                     running=2, kv_usage=0.12, source="light background load (assumed)")
+#: Accepted tokens per draft position from each case's metrics_note (casekit.CASE_METRICS).
+CASE_ACCEPTANCE = {
+    "002": (25 / 913, 0.0, 0.0, 0.0),   # "Accepted 25 vs Drafted 3652 tokens", k=4
+    "017": (0.0,),                        # "Accepted 0 tokens, Drafted 40 tokens", k=1
+    "027": (0.8, 0.5, 0.3, 0.2),          # acceptance length "declined to ~2.8", k=4
+    "032": (0.002,),                      # "near zero (0.2%)", k=1
+}
+#: Healthy per-position acceptance used for spec-decode cases without a note (assumed).
+DEFAULT_ACCEPTANCE = (0.6, 0.4, 0.25, 0.15, 0.1, 0.05)
+
+
+def case_version(text: str | None) -> str:
+    """What ``GET /version`` would say for a case's free-text version string."""
+    for match in _VERSION_RE.finditer(text or ""):
+        try:
+            Version(match[1])
+        except InvalidVersion:
+            continue
+        return match[1]
+    return (text or "latest").split()[0].rsplit(":", 1)[-1]
+
+
+def split_docker(argv: list[str]) -> tuple[str, list[str], dict[str, str], dict[int, int]]:
+    """``docker run OPTS IMAGE ARGS`` -> (image, args, ``-e`` env, ``-p`` container->host)."""
+    i = argv.index("run") + 1
+    env: dict[str, str] = {}
+    ports: dict[int, int] = {}
+    while i < len(argv) and argv[i].startswith("-"):
+        opt = argv[i]
+        if opt in _DOCKER_FLAGS or "=" in opt:
+            i += 1
+            continue
+        value = argv[i + 1]
+        if opt in ("-e", "--env"):
+            key, _, val = value.partition("=")
+            env[key] = val
+        if opt in ("-p", "--publish"):
+            host, _, cont = value.rpartition(":")
+            ports[int(cont)] = int(host.rsplit(":", 1)[-1])
+        i += 2
+    return argv[i], argv[i + 1:], env, ports
+
+
+def _entrypoint(version: str, args: list[str]) -> tuple[str, ...]:
+    try:
+        serve = Version(version) >= Version("0.11.0")
+    except InvalidVersion:
+        serve = True  # `latest`, `nightly`: current images
+    if serve:
+        return ("/usr/bin/python3", "/usr/local/bin/vllm", "serve", *args)
+    return ("python3", "-m", "vllm.entrypoints.openai.api_server", *args)
+
+
+def _gpus(case: dict[str, Any]) -> tuple[GpuSpec, ...]:
+    out = []
+    for spec in case.get("gpus") or []:
+        name = re.sub(r"\s*\([^)]*\)\s*$", "", str(spec.get("name") or "unknown")).strip()
+        memory = spec.get("memory_gib")
+        row = lookup(name) or {}
+        for _ in range(int(spec.get("count") or 1)):
+            out.append(GpuSpec(name, int(memory * _GIB) if memory else None, row.get("cc"),
+                               None, bool(row.get("unified_memory"))))
+    return tuple(out)
+
+
+def _model(args: list[str]) -> str:
+    model = option(args, "--model")
+    if model:
+        return model
+    first = args[0] if args and not args[0].startswith("-") else None
+    return first or "unknown"
+
+
+def _workload(cid: str, k: int) -> Workload:
+    if cid in CASE_ACCEPTANCE:
+        return CASE_LOAD.with_changes(per_position=CASE_ACCEPTANCE[cid],
+                                      source=f"case {cid} metrics_note")
+    if k:
+        return CASE_LOAD.with_changes(per_position=DEFAULT_ACCEPTANCE[:k])
+    return CASE_LOAD
+
+
+def case_host(path: Path) -> HostSpec | None:
+    """The host of one case file, or None for a ``vllm bench`` line."""
+    case = json.loads(path.read_text(encoding="utf-8"))
+    cid = path.name.split("-", 1)[0]
+    argv = [str(a) for a in case["argv"]]
+    if argv[:2] == ["vllm", "bench"]:
+        return None
+    version = case_version(case.get("vllm_version"))
+    env = dict(case.get("env") or {})
+    server = _server(cid, argv, env, version)
+    gpus = _gpus(case)
+    server = server.changed(gpus=tuple(range(len(gpus))) or (0,))
+    name = re.sub(r"[^a-z0-9]+", "-", (gpus[0].name if gpus else "gpu").lower())
+    name = name.replace("nvidia-", "").replace("geforce-", "").strip("-")[:20].strip("-")
+    return HostSpec(f"case{cid}-{name}", gpus, (server,), role=f"case {path.stem}",
+                    labels=(("source", f"case-{cid}"),))
+
+
+def _server(cid: str, argv: list[str], env: dict[str, str], version: str) -> ServerSpec:
+    container = None
+    prefix, site, cwd = f"/opt/venv-{cid}", "lib/python3.12/site-packages", "/home/ml"
+    if argv[0] == "docker":
+        image, args, denv, ports = split_docker(argv)
+        env.update(denv)
+        container = Container(image, tuple(ports.items()), name=f"case-{cid}")
+        kernel = _entrypoint(version, args)
+    elif argv[0].startswith("<") or "vllm-openai" in argv[0]:
+        image, args = (None, argv[1:]) if argv[0].startswith("<") else (argv[0], argv[1:])
+        container = Container(image, (), name=f"case-{cid}")
+        kernel = _entrypoint(version, args)
+    elif argv[0] == "vllm":
+        args = argv[2:]
+        kernel = (f"{prefix}/bin/python3", f"{prefix}/bin/vllm", *argv[1:])
+    else:
+        args = argv[argv.index("vllm.entrypoints.openai.api_server") + 1:] \
+            if "vllm.entrypoints.openai.api_server" in argv else argv[1:]
+        kernel, prefix, site = tuple(argv), "/usr", "lib/python3/dist-packages"
+    if container:
+        prefix, site, cwd = "/usr/local", "lib/python3.12/dist-packages", "/vllm-workspace"
+    env.setdefault("PATH", f"{prefix}/bin:/usr/bin:/bin")
+    env.setdefault("HOME", "/root" if container else "/home/ml")
+    model = _model(args)
+    served = option(args, "--served-model-name", "--served_model_name") or model
+    probe = ServerSpec(key="main", argv=tuple(kernel), version=version, model_id=served,
+                       root=model, workload=CASE_LOAD)
+    tp = int_option(args, "--tensor-parallel-size", "-tp") or 1
+    return probe.changed(workload=_workload(cid, probe.spec_k),
+                         port=int_option(args, "--port") or 8000,
+                         max_model_len=int_option(args, "--max-model-len"), tp=tp,
+                         env=tuple(env.items()), cwd=cwd, prefix=prefix, site=site,
+                         container=container, api_key=option(args, "--api-key"))
+
+
+def case_hosts() -> list[HostSpec]:
+    """Every case that runs a server, sorted by case id."""
+    hosts = [case_host(p) for p in report_paths()]
+    return [h for h in hosts if h is not None]

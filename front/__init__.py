@@ -1,0 +1,1 @@
+"""The human pages composing fleet, audit, advice and alerts; nothing imports them."""

@@ -1,0 +1,79 @@
+"""The host page's failed-start block (issue 20): when and how often the slot failed to
+start, its last error lines, the rules that explain them with their fix, and the recommended
+command for the vLLM release actually installed (from :mod:`advice.recommend`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from audit.crashloop import CRASH_LOOP_RULE_ID, crash_loop_settings, restarts_in_window
+from audit.models import Finding
+from fleet.models import Report, Server
+
+log = logging.getLogger(__name__)
+
+#: Error lines shown (the newest); the full bounded list is in the finding's report.
+LINES_SHOWN = 12
+
+
+def failed_start_block(server: Server, report: Report | None,
+                       findings: list[Finding]) -> dict[str, Any] | None:
+    """``{"entry", "first_seen", "last_seen", "restarts", "window_minutes", "lines",
+    "causes": [Finding], "loop": Finding | None, "installed", "command"}`` or None when the
+    slot has no current failed start."""
+    state = server.failed_start
+    if not state:
+        return None
+    entry = state.get("entry") or {}
+    threshold, window_s = crash_loop_settings()
+    last_seen = state.get("last_seen")
+    ours = [f for f in findings if (f.evidence or {}).get("failed_start")]
+    return {
+        "entry": entry, "first_seen": state.get("first_seen"), "last_seen": last_seen,
+        "restarts": _restarts(state, last_seen, window_s), "window_minutes": window_s // 60,
+        "threshold": threshold, "lines": (entry.get("lines") or [])[-LINES_SHOWN:],
+        "causes": [f for f in ours if f.rule_id != CRASH_LOOP_RULE_ID],
+        "loop": next((f for f in ours if f.rule_id == CRASH_LOOP_RULE_ID), None),
+        "installed": server.installed_vllm_version or server.vllm_version or None,
+        "command": installed_command(server, entry, report),
+    }
+
+
+def _restarts(state: dict[str, Any], last_seen: str | None, window_s: int) -> int | None:
+    from datetime import datetime
+
+    if not last_seen:
+        return None
+    try:
+        return restarts_in_window(state, datetime.fromisoformat(last_seen), window_s)
+    except (TypeError, ValueError):
+        return None
+
+
+def installed_command(server: Server, entry: dict[str, Any],
+                      report: Report | None) -> dict[str, Any] | None:
+    """The recommender's command for this slot's argv on the installed release:
+    ``{"version", "command", "status"}``, or None when it has none (or fails: a recommender
+    bug must not take the host page down)."""
+    report = report or Report.objects.filter(host_id=server.host_id).order_by(
+        "-collected_at").first()
+    version = server.installed_vllm_version or server.vllm_version or None
+    if report is None or not version:
+        return None
+    synthetic = {"pid": server.pid or 1, "argv": entry.get("argv") or server.argv or ["?"],
+                 "env": server.env or {}, "vllm_version": version,
+                 "installed_vllm_version": version, "gpu_uuids": server.gpu_uuids or [],
+                 "models": [], "errors": []}
+    try:
+        from advice.recommend import recommend_server
+
+        result = recommend_server(synthetic, report.raw)
+    except Exception:  # noqa: BLE001 - logged; the page shows "no recommendation"
+        log.exception("recommendation for a failed start of server %s failed", server.pk)
+        return None
+    replicas = result.get("replicas") or []
+    return {"version": (result.get("version") or {}).get("recommended"),
+            "status": result.get("status"), "layout": result.get("layout"),
+            "command": replicas[0]["command"] if replicas else None,
+            "notes": (result.get("notes") or [])[:3]}
