@@ -12,8 +12,8 @@ COPY . .
 # Static files are collected at build time; settings need no secret for that.
 # The agent wheel served at /agent/dist/ is built here too (never inside a request); the
 # install script embeds its sha256.
-RUN DEBUG=true python manage.py collectstatic --noinput -v0 \
-    && DEBUG=true python manage.py build_agent_wheel && mkdir -p /app/var/kb && chown -R fleet /app/var
+RUN DEBUG=true python manage.py collectstatic --noinput -v0
+RUN DEBUG=true python manage.py build_agent_wheel && mkdir -p /app/var/kb && chown -R fleet /app/var
 USER fleet
 
 EXPOSE 8000

@@ -24,8 +24,10 @@ def built_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return var
 
 
-def test_the_install_script_needs_no_login_and_points_at_this_dashboard(client, settings):
+def test_the_install_script_needs_no_login_and_points_at_this_dashboard(client, settings,
+                                                                       built_var):
     settings.SITE_URL = "https://fleet.example.com"
+    settings.VAR_DIR = built_var
     response = client.get("/agent/install.sh")
 
     assert response.status_code == 200
@@ -98,12 +100,12 @@ def test_an_admin_gets_a_one_liner_with_a_fresh_secret_and_a_viewer_does_not(
     assert "/agent/install.sh | sudo" in response.content.decode()
 
 
-def test_the_served_script_embeds_the_sha256_of_the_served_wheel(client, settings, tmp_path):
+def test_the_served_script_embeds_the_sha256_of_the_served_wheel(client, settings, built_var):
     """Issue 16 item 12: the installer checks the wheel against this digest."""
     import hashlib
     import re
 
-    settings.VAR_DIR = tmp_path
+    settings.VAR_DIR = built_var
     script = client.get("/agent/install.sh").content.decode()
     wheel = b"".join(client.get(f"/agent/dist/{wheel_name()}").streaming_content)
     [embedded] = re.findall(r'^WHEEL_SHA256="([0-9a-f]{64})"$', script, re.M)
