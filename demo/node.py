@@ -34,8 +34,8 @@ from fleet_agent import deliver, failed_starts, runner
 
 log = logging.getLogger("demo")
 
-#: The checkout the fake systemd wrappers import from (fleet/simulator/node.py -> repo root).
-REPO = Path(__file__).resolve().parents[2]
+#: The checkout the fake systemd wrappers import from (demo/node.py -> repo root).
+REPO = Path(__file__).resolve().parents[1]
 
 #: Typical H100/GB10 power draw under load as a share of the limit (assumed).
 LOAD_POWER_SHARE = 0.86

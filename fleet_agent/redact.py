@@ -82,7 +82,7 @@ _AUTH_SCHEME = re.compile(
 #: ``--flag value`` / ``--flag=value`` inside a value (``EXTRA_VLLM_ARGS``).
 _INLINE_FLAG = re.compile(
     r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)"
-    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"'-][^\s,;&\"']*)")
+    r"(?P<value>\"[^\"]*\"|'[^']*'|-?[^\s,;&\"'-][^\s,;&\"']*)")  # "-0000:" too, not "--x"
 #: ``name=value`` / ``name: value`` inside a value (``x-api-key=abc,other=1``, headers).
 _INLINE_PAIR = re.compile(
     r"(?<![\w.-])(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|:[ \t]*)"
@@ -277,12 +277,18 @@ def redact_argv(argv: list[str], found: set[str] | None = None) -> list[str]:
     pending = 0  # how many following words are the value of a secret flag
     list_flag = False
     secret_flag = ""
+    first = False  # the word right after a secret flag: its value unless it is a --flag
     for word in argv:
-        if pending and not (word.startswith("-") and len(word) > 1 and not is_plain_number(word)):
+        looks_like_option = word.startswith("--") if first else (
+            word.startswith("-") and len(word) > 1 and not is_plain_number(word))
+        if pending and not looks_like_option:
+            # "-0000:" or "-x9" right after --api-key is still the key's value: never let a
+            # leading dash carry a secret past redaction.
             out.append(redact_secret_value(word, found, secret_flag))
             pending = pending - 1 if not list_flag else pending
+            first = False
             continue
-        pending, list_flag = 0, False
+        pending, list_flag, first = 0, False, False
         if word.startswith("-") and len(word) > 1 and not is_plain_number(word):
             flag, eq, value = word.partition("=")
             if is_secret_name(flag):
@@ -291,7 +297,7 @@ def redact_argv(argv: list[str], found: set[str] | None = None) -> list[str]:
                 else:
                     out.append(word)
                     pending, list_flag = 1, flag in _LIST_SECRET_FLAGS
-                    secret_flag = flag
+                    secret_flag, first = flag, True
                 continue
             out.append(f"{flag}={redact_text(value, found)}" if eq else word)
             continue

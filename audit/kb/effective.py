@@ -170,6 +170,7 @@ def effective_flags(parsed: ParsedArgv, version: str | None, gpu_memory_gib: flo
     _fill_batch(flags, sources, values, ver, (gpu_memory_gib, gpu_name, gpu_cc, gpu_vendor))
     _normalise(flags, sources, values)
     for key, raw in invalid.items():
+        flags.setdefault(key, None)  # unset: the release's default when it has one
         sources[key] = f"{sources.get(key, 'default')}; argv value {str(raw)[:40]!r} ignored " \
                        "(not a usable number: treated as unset)"
     rejected = not_accepted(parsed, release) if ver is not None and ver >= _oldest() else []

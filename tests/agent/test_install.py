@@ -95,10 +95,11 @@ def test_uninstall_removes_what_install_wrote(tmp_path):
 def test_the_secret_file_reaches_the_agent_by_path_never_by_value(tmp_path):
     secret_file = tmp_path / "fleet-enroll.secret"
     secret_file.write_text("fes_file-secret\n")
-    env = {"PATH": os.environ["PATH"], "PREFIX": str(tmp_path / "root"), "DRY_RUN": "1",
+    env = {"PATH": f"{_fake_curl(tmp_path, WHEEL_BYTES)}:{os.environ['PATH']}",
+           "PREFIX": str(tmp_path / "root"), "DRY_RUN": "1",
            "FLEET_ENROLL_SECRET_FILE": str(secret_file)}
-    out = subprocess.run(["sh", str(_render(tmp_path))], env=env, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(["sh", str(_render(tmp_path, WHEEL_SHA256))], env=env,
+                         capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert f"--secret-file {secret_file}" in out.stdout
     assert "fes_file-secret" not in out.stdout + out.stderr
