@@ -236,7 +236,27 @@ def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, A
             metrics=text, mounts=mounts, env=case.get("env") or {}))
         if case.get("model_config"):
             report["servers"][-1]["model_files"] = model_files_of(case)
+    if case.get("error_lines"):  # optional: the error lines a failed start would log
+        report["failed_starts"] = [failed_start_of(cid, argv, image, case["error_lines"])]
     return report
+
+
+def failed_start_of(cid: str, argv: list[str], image: str | None,
+                    lines: list[str]) -> dict[str, Any]:
+    """``failed_starts[]`` entry (fleet_agent/schema.py ``FailedStart``) for a case whose
+    report quotes the error a start-up failure logged (``"error_lines"``): a systemd unit that
+    exited and restarted, with those lines as its error lines."""
+    return {"source": "systemd", "unit_or_container": f"vllm-case-{cid}.service",
+            "argv": list(argv), "image": image, "restart_count": 3, "exit_code": 1,
+            "last_exit_at": COLLECTED_AT, "state": "failed", "lines": list(lines), "errors": []}
+
+
+def log_matches(kb: Any, path: Path | str) -> dict[str, str]:
+    """``{rule_id: matching line}`` for the case's failed start, as the dashboard's
+    failed-start evaluation (audit/crashloop.py) would match it; empty without error lines."""
+    report = case_to_report(path)
+    return {rule.id: line for failed in report.get("failed_starts") or []
+            for rule, line in kb.match_log(failed["lines"])}
 
 
 MODEL_CONFIGS = Path(__file__).resolve().parents[1] / "data" / "model_configs"
