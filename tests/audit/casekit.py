@@ -34,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 
 from audit.kb.flags import parse_argv
 from audit.kb.gpus import lookup
+from audit.kb.versions import parse_version
 from demo.paths import report_paths, reports_dir
 
 CASES_DIR = reports_dir()  # FileNotFoundError (collection error) when the data is missing
@@ -147,10 +148,8 @@ def _container_argv(argv: list[str], version: str | None) -> tuple[list[str], st
         return list(argv), None, {}
     image = parsed.container_image
     args = argv[argv.index(image) + 1:] if image in argv else []
-    try:
-        serve = version is None or Version(version) >= _ENTRYPOINT_SERVE
-    except InvalidVersion:
-        serve = True
+    known = parse_version(version).version  # None for unknown forms (0.1.devN source builds)
+    serve = known is None or Version(known) >= _ENTRYPOINT_SERVE
     head = ["vllm", "serve"] if serve else \
         ["python3", "-m", "vllm.entrypoints.openai.api_server"]
     return head + list(args), image, dict(parsed.mounts)
