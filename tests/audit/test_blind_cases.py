@@ -240,3 +240,20 @@ def test_real_early_releases_and_dev_builds_keep_their_version():
 def test_blackwell_ultra_and_cdna4_gpus_are_known(name, cc, vendor):
     row = lookup(name)
     assert row is not None and row.get("cc") == cc and row.get("vendor") == vendor
+
+
+@pytest.mark.parametrize(("rule_id", "quoted"), [
+    # vllm#40008 (title): MXFP4 MoE on MI355 with AITER.
+    ("upb-rocm-aiter-moe-kernel-config", "Unsupported kernel config for moe heuristic dispatch"),
+    # vllm#52761 (title): DeepSeek V4 with PP 3.
+    ("upb-pipeline-parallel-unsupported-architecture",
+     "Pipeline parallelism is not supported for this model."),
+])
+def test_an_error_text_quoted_upstream_matches_inside_a_worker_log_line(kb, rule_id, quoted):
+    """The reports quote the error text only; a worker logs it after its own prefix (the
+    prefix here is illustrative). Only the explaining rule matches, and a healthy ROCm start
+    matches nothing."""
+    line = f"(Worker_TP0 pid=7) ERROR 05-25 14:43:10 [multiproc_executor.py:863] {quoted}"
+    matched = {rule.id for rule, _ in kb.match_log(["INFO Starting to load model", line])}
+    assert matched == {rule_id}
+    assert kb.match_log(["INFO [rocm.py:1] Using AITER fused MoE", "INFO Graph capturing"]) == []
