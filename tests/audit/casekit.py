@@ -16,6 +16,9 @@ Conversion rules (``demo/data/cases/README.md``):
 * ``vllm_version``: the first PEP 440-looking token of the case string (what ``GET /version``
   would return, e.g. ``0.20.2rc1.dev49+g9b4e83934`` for the gemma4-0505 image), else the
   string's leading word (``latest`` …), left to ``audit.kb.versions`` to map.
+* ``error_lines`` (optional): the error text a start-up failure logged, as the report
+  quotes it, becomes one ``failed_starts[]`` entry (:func:`failed_start_of`), so the rules'
+  ``log_signatures`` see it as ``audit/crashloop.py`` would (:func:`log_matches`).
 * metrics: :data:`CASE_METRICS` holds, per case, the numbers its ``metrics_note`` gives (read
   by hand, quoted in comments); :func:`metrics_text` writes them in the naming era of the
   case's version (V0 < 0.8.0: ``gpu_cache_usage_perc``, no ``engine`` label; V1-early 0.8.x:
