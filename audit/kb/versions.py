@@ -11,7 +11,11 @@ Forms handled (all pure string work, never raises):
   -> unknown, ``is_nightly``;
 * pre-release image tags ``gemma4-0505-cu130`` -> mapped by the embedded date when there is
   one (MMDD without a year is read as 2026, the year of the Gemma 4 previews), else unknown;
-* ``latest`` / ``stable`` / ``None`` -> unknown.
+* ``latest`` / ``stable`` / ``None`` -> unknown;
+* setuptools-scm's fallback ``0.1.devN+g<sha>`` (a source build from a checkout without
+  release tags, e.g. the ``deepseekv4-cu130`` preview image of vllm#40802) -> unknown,
+  a development build: vLLM's 0.1.x line (2023) never shipped ``.dev`` builds, so the
+  string says nothing about the release it was built after.
 
 A mapped nightly of date D after release X.Y.Z becomes ``X.Y.(Z+1).dev0`` — the same shape
 vLLM's own setuptools-scm builds take (``0.20.2rc1.dev49`` was built after 0.20.1), so PEP 440
@@ -114,6 +118,9 @@ def _from_pep440(text: str, raw: str, prefix: str) -> VersionInfo | None:
     except InvalidVersion:
         return None
     public = parsed.public
+    if parsed.is_devrelease and parsed.release[:2] == (0, 1):
+        return VersionInfo(None, raw, f"{prefix}setuptools-scm fallback version {public} (source "
+                           "build without release tags): version unknown", True, False)
     if parsed.is_devrelease:
         kind = f"development build (toward {parsed.base_version})"
     elif parsed.is_prerelease:

@@ -16,6 +16,9 @@ Conversion rules (``demo/data/cases/README.md``):
 * ``vllm_version``: the first PEP 440-looking token of the case string (what ``GET /version``
   would return, e.g. ``0.20.2rc1.dev49+g9b4e83934`` for the gemma4-0505 image), else the
   string's leading word (``latest`` …), left to ``audit.kb.versions`` to map.
+* ``error_lines`` (optional): the error text a start-up failure logged, as the report
+  quotes it, becomes one ``failed_starts[]`` entry (:func:`failed_start_of`), so the rules'
+  ``log_signatures`` see it as ``audit/crashloop.py`` would (:func:`log_matches`).
 * metrics: :data:`CASE_METRICS` holds, per case, the numbers its ``metrics_note`` gives (read
   by hand, quoted in comments); :func:`metrics_text` writes them in the naming era of the
   case's version (V0 < 0.8.0: ``gpu_cache_usage_perc``, no ``engine`` label; V1-early 0.8.x:
@@ -34,6 +37,7 @@ from packaging.version import InvalidVersion, Version
 
 from audit.kb.flags import parse_argv
 from audit.kb.gpus import lookup
+from audit.kb.versions import parse_version
 from demo.paths import report_paths, reports_dir
 
 CASES_DIR = reports_dir()  # FileNotFoundError (collection error) when the data is missing
@@ -147,10 +151,8 @@ def _container_argv(argv: list[str], version: str | None) -> tuple[list[str], st
         return list(argv), None, {}
     image = parsed.container_image
     args = argv[argv.index(image) + 1:] if image in argv else []
-    try:
-        serve = version is None or Version(version) >= _ENTRYPOINT_SERVE
-    except InvalidVersion:
-        serve = True
+    known = parse_version(version).version  # None for unknown forms (0.1.devN source builds)
+    serve = known is None or Version(known) >= _ENTRYPOINT_SERVE
     head = ["vllm", "serve"] if serve else \
         ["python3", "-m", "vllm.entrypoints.openai.api_server"]
     return head + list(args), image, dict(parsed.mounts)
@@ -236,7 +238,27 @@ def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, A
             metrics=text, mounts=mounts, env=case.get("env") or {}))
         if case.get("model_config"):
             report["servers"][-1]["model_files"] = model_files_of(case)
+    if case.get("error_lines"):  # optional: the error lines a failed start would log
+        report["failed_starts"] = [failed_start_of(cid, argv, image, case["error_lines"])]
     return report
+
+
+def failed_start_of(cid: str, argv: list[str], image: str | None,
+                    lines: list[str]) -> dict[str, Any]:
+    """``failed_starts[]`` entry (fleet_agent/schema.py ``FailedStart``) for a case whose
+    report quotes the error a start-up failure logged (``"error_lines"``): a systemd unit that
+    exited and restarted, with those lines as its error lines."""
+    return {"source": "systemd", "unit_or_container": f"vllm-case-{cid}.service",
+            "argv": list(argv), "image": image, "restart_count": 3, "exit_code": 1,
+            "last_exit_at": COLLECTED_AT, "state": "failed", "lines": list(lines), "errors": []}
+
+
+def log_matches(kb: Any, path: Path | str) -> dict[str, str]:
+    """``{rule_id: matching line}`` for the case's failed start, as the dashboard's
+    failed-start evaluation (audit/crashloop.py) would match it; empty without error lines."""
+    report = case_to_report(path)
+    return {rule.id: line for failed in report.get("failed_starts") or []
+            for rule, line in kb.match_log(failed["lines"])}
 
 
 MODEL_CONFIGS = Path(__file__).resolve().parents[1] / "data" / "model_configs"
