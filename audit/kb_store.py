@@ -5,7 +5,7 @@ a size cap), verify (:func:`audit.kb.bundle.read`), refuse an older bundle, vali
 rule with ``load_rules`` (exactly what ``manage.py load_rules`` runs), unpack under
 ``AUDIT_KB_DIR/bundles/<hash>``, record it in the database, swap the ``current`` symlink
 (``os.replace``: atomic on POSIX), then mirror the rules and re-queue the fleet
-(:func:`audit.rulebook.sync_rules` / :func:`~audit.tasks.requeue_fleet`, load_rules' path).
+(:func:`audit.rulebook.sync_rules` / :func:`~audit.rulebook.requeue_fleet`, load_rules' path).
 Any refusal raises :class:`BundleError` before the symlink or the database changed.
 """
 
@@ -178,8 +178,7 @@ def _install_locked(bundle: kb_bundle.Bundle, source: str) -> InstallResult:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     row = _activate(bundle, kb, final, source)
-    from audit.rulebook import sync_rules
-    from audit.tasks import requeue_fleet
+    from audit.rulebook import requeue_fleet, sync_rules
 
     version, is_new = sync_rules(kb)
     queued = requeue_fleet(version) if is_new else 0

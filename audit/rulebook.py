@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from django.db import transaction
+from django.utils import timezone
 
 from audit.kb.engine import RULES_DIR, KnowledgeBase, load_rules  # noqa: F401 (re-exported)
 from audit.kb.paths import active_kb_dirs
@@ -81,3 +82,31 @@ def _rule_fields(rule, kb: KnowledgeBase) -> dict:
         "checklist": list(rule.checklist), "source_file": Path(rule.file).name,
         "definition": {"message": rule.message}, "kb_version": kb.version, "active": True,
     }
+
+
+def requeue_fleet(version: str) -> int:
+    """Queue every host's latest report for re-evaluation under KB ``version``.
+
+    Returns how many reports were queued (on commit); a version already requeued queues none.
+    """
+    from audit.models import KnowledgeBaseVersion
+    from fleet.models import Host, Report, future_cutoff
+    from fleet.signals import report_needs_evaluation
+
+    claimed = KnowledgeBaseVersion.objects.filter(
+        version=version, fleet_requeued_at=None).update(fleet_requeued_at=timezone.now())
+    if not claimed:
+        return 0
+    count = 0
+    for host in Host.objects.all().only("pk"):
+        latest = (Report.objects.filter(host=host, collected_at__lte=future_cutoff())
+                  .order_by("-collected_at").first())
+        if latest is None:
+            continue
+        Report.objects.filter(pk=latest.pk).update(evaluated_at=None)
+        # The same path as a new report: audit's receiver queues evaluate_report (no import
+        # of audit.tasks here, which would close an import cycle through kb_store).
+        transaction.on_commit(lambda rid=str(latest.report_id): report_needs_evaluation.send(
+            sender=Report, report_id=rid))
+        count += 1
+    return count

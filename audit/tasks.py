@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError, transaction
-from django.utils import timezone
+from django.db import InterfaceError, OperationalError
 
 from audit import evaluation
-from audit.rulebook import sync_rules
+from audit.rulebook import requeue_fleet, sync_rules
 from audit.signals import findings_evaluated
 
 log = logging.getLogger(__name__)
@@ -85,26 +84,3 @@ def watch_upstream() -> dict[str, int]:
 
     return run_watch().as_dict()
 
-
-def requeue_fleet(version: str) -> int:
-    """Queue every host's latest report for re-evaluation under KB ``version``.
-
-    Returns how many reports were queued; a version already requeued queues none.
-    """
-    from audit.models import KnowledgeBaseVersion
-    from fleet.models import Host, Report, future_cutoff
-
-    claimed = KnowledgeBaseVersion.objects.filter(
-        version=version, fleet_requeued_at=None).update(fleet_requeued_at=timezone.now())
-    if not claimed:
-        return 0
-    count = 0
-    for host in Host.objects.all().only("pk"):
-        latest = (Report.objects.filter(host=host, collected_at__lte=future_cutoff())
-                  .order_by("-collected_at").first())
-        if latest is None:
-            continue
-        Report.objects.filter(pk=latest.pk).update(evaluated_at=None)
-        transaction.on_commit(lambda rid=str(latest.report_id): evaluate_report.delay(rid))
-        count += 1
-    return count

@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from audit import evaluation
 from audit.models import Finding, FindingEvent, RuleFailure
-from audit.rulebook import RULES_DIR, sync_rules
-from audit.tasks import requeue_fleet
+from audit.rulebook import RULES_DIR, requeue_fleet, sync_rules
 from tests.conftest import iso
 
 pytestmark = pytest.mark.django_db

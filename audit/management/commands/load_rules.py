@@ -29,8 +29,7 @@ class Command(BaseCommand):
                             help="only validate and print the version; touch no database")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from audit.rulebook import current_knowledge_base, sync_rules
-        from audit.tasks import requeue_fleet
+        from audit.rulebook import current_knowledge_base, requeue_fleet, sync_rules
 
         try:
             kb = load_rules(options["paths"]) if options["paths"] else current_knowledge_base()
