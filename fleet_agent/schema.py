@@ -237,6 +237,21 @@ class ModelFiles(_Model):
     errors: list[str] = Field(default_factory=list)
 
 
+class KubernetesPod(_Model):
+    """The Kubernetes pod a server runs in (issue 18), read on the node from the process's
+    cgroup path, the container runtime's record and its environment (no API access).
+    Names follow Kubernetes' syntax: namespace and container are DNS-1123 labels (63),
+    the pod name a DNS-1123 subdomain (253); ``pod_uid`` the pod's UID. Unknown parts null."""
+
+    namespace: str | None = Field(default=None, max_length=63,
+                                  pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    pod: str | None = Field(default=None, max_length=253,
+                            pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    container: str | None = Field(default=None, max_length=63,
+                                  pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    pod_uid: UUID | None = None
+
+
 class ServerInfo(_Model):
     """One vLLM API-server process (not its EngineCore/worker children)."""
 
@@ -262,6 +277,7 @@ class ServerInfo(_Model):
     model_revision: str | None = Field(default=None, max_length=255)
     discovered: bool | None = None  # False: declared in the agent config, not seen in /proc
     model_files: ModelFiles | None = None  # issue 11: the model's config/weights from disk
+    kubernetes: KubernetesPod | None = None  # issue 18: the pod the process runs in
 
 
 class GpuProcess(_Model):
