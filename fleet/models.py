@@ -298,6 +298,9 @@ class Server(models.Model):
     #: ``{"entry": <wire FailedStart>, "first_seen", "last_seen": ISO time, "report_id",
     #: "observations": [[ISO time, cumulative restarts], ...]}`` (fleet.recording).
     failed_start = models.JSONField(null=True, blank=True)
+    #: The Kubernetes pod of the current process (issue 18), the wire's ``servers[].kubernetes``:
+    #: ``{"namespace", "pod", "container", "pod_uid"}`` (parts may be null); None off Kubernetes.
+    kubernetes = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["host", "identity"],

@@ -297,6 +297,7 @@ def _apply_server_fields(server: Server, info: ServerInfo) -> None:
     server.pid, server.started_at = info.pid, info.started_at
     server.argv, server.env = info.argv, info.env
     server.container_image = info.container_image or ""
+    server.kubernetes = info.kubernetes.model_dump(mode="json") if info.kubernetes else None
     # An unreachable /version (null) keeps the last known running version.
     server.vllm_version = info.vllm_version or server.vllm_version
     server.installed_vllm_version = info.installed_vllm_version or server.installed_vllm_version
