@@ -99,6 +99,7 @@ def host_info(root: Path, config: AgentConfig, reading: dict[str, Any]) -> dict[
         or (platform.release() if root == Path("/") else None),
         "nvidia_driver_version": reading.get("driver_version"),
         "cuda_driver_version": reading.get("cuda_driver_version"),
+        "amd_driver_version": reading.get("amd_driver_version"),
         "labels": dict(config.labels),
     }
 

@@ -85,17 +85,30 @@ def _vendor(row: dict[str, Any] | None, name: str | None) -> str | None:
     return "amd" if "radeon" in lowered or "instinct" in lowered else None
 
 
+def _gfx_arch(gpu: dict[str, Any], row: dict[str, Any] | None) -> str | None:
+    """AMD's LLVM target (``gfx942``): what the agent read through amd-smi
+    (``target_graphics_version``, wire ``gfx_arch``, feature suffixes such as
+    ``:sramecc+`` dropped), else the table's ``gfx``; None for other vendors."""
+    reported = gpu.get("gfx_arch")
+    if isinstance(reported, str) and reported.startswith("gfx"):
+        return reported.split(":", 1)[0].lower()
+    return (row or {}).get("gfx")
+
+
 def describe(gpu: dict[str, Any]) -> dict[str, Any]:
     """Facts for one report GPU dict (contract fields ``name``, ``memory_total_bytes``,
-    ``compute_capability``); table values win for CC/arch, NVML for memory."""
+    ``compute_capability``, ``gfx_arch``); table values win for CC/arch, the agent's reading
+    for memory and the gfx target."""
     row = lookup(gpu.get("name"))
     cc = (row or {}).get("cc") or gpu.get("compute_capability")
     bandwidth = (row or {}).get("bandwidth_tbs")
     return {
         "name": gpu.get("name"), "known": row is not None,
-        "label": (row or {}).get("label"), "vendor": _vendor(row, gpu.get("name")),
+        "label": (row or {}).get("label"),
+        "vendor": _vendor(row, gpu.get("name")) or ("amd" if _gfx_arch(gpu, row) else None),
         "memory_gib": _memory_gib(gpu, row), "bandwidth_tbs": bandwidth,
         "compute_capability": str(cc) if cc else None, "cc": _cc_float(cc),
+        "gfx_arch": _gfx_arch(gpu, row),
         "arch": (row or {}).get("arch"), "fp8": (row or {}).get("fp8"),
         "fp4": (row or {}).get("fp4"), "unified_memory": (row or {}).get("unified_memory"),
         "bandwidth_knee_max_num_seqs": bandwidth_knee(bandwidth),
@@ -120,7 +133,7 @@ def server_gpus(report_gpus: list[dict], gpu_uuids: list[str] | None,
 _EMPTY = {
     "count": 0, "name": None, "known": False, "label": None, "vendor": None,
     "memory_gib": None, "bandwidth_tbs": None, "compute_capability": None, "cc": None,
-    "arch": None, "fp8": None, "fp4": None, "unified_memory": None,
+    "gfx_arch": None, "arch": None, "fp8": None, "fp4": None, "unified_memory": None,
     "bandwidth_knee_max_num_seqs": None, "source": None,
 }
 
