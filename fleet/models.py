@@ -357,6 +357,8 @@ class Gpu(models.Model):
     name = models.CharField(max_length=255)
     memory_total_bytes = models.BigIntegerField(null=True, blank=True)
     compute_capability = models.CharField(max_length=16, blank=True)
+    #: AMD GPUs: the gfx target (``gfx942``) AMD SMI reports, in place of a compute capability.
+    gfx_arch = models.CharField(max_length=64, blank=True)
     driver_version = models.CharField(max_length=64, blank=True)
     cuda_version = models.CharField(max_length=64, blank=True)
     memory_used_bytes = models.BigIntegerField(null=True, blank=True)

@@ -19,6 +19,7 @@ KFD); ``"N/A"`` marks an unsupported value. Nothing here raises.
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any
 
 
@@ -26,7 +27,10 @@ def read_amdsmi(amdsmi: Any = None) -> dict[str, Any]:
     """Read every AMD GPU. ``amdsmi`` is the module (injectable for tests)."""
     if amdsmi is None:
         try:
-            import amdsmi  # noqa: PLC0415 - optional (extra `amd`), AMD nodes only
+            # amdsmi prints its library search to stdout when libamd_smi.so is missing:
+            # stdout carries `fleet-agent collect --print`'s JSON, so send that to stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                import amdsmi  # noqa: PLC0415 - optional (extra `amd`), AMD nodes only
         except (ImportError, KeyError, OSError) as exc:  # KeyError: libamd_smi.so not found
             return _empty(f"amdsmi not importable: {type(exc).__name__}: {exc}")
     try:

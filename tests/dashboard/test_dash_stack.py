@@ -1,5 +1,6 @@
-"""Servers in Kubernetes pods (issue 18): stored from the report, shown and filtered on the
-overview by namespace and pod, named on the host page."""
+"""The stacks fleets run (issue 18) on the dashboard: servers in Kubernetes pods (stored,
+shown and filtered on the overview by namespace and pod, named on the host page) and AMD
+hosts (gfx target stored and shown, ROCm rules applied)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,30 @@ def test_a_bad_pod_name_is_a_4xx_naming_the_field(enrolled, post_report, make_re
     answer = post_report(report, token)
     assert answer.status_code in (400, 422)
     assert "servers[0].kubernetes.pod" in answer.content.decode()
+
+
+def test_an_amd_host_shows_its_gfx_target_and_gets_the_rocm_rules(
+        client, enrolled, post_report, make_report, role_user):
+    """Issue 18: an AMD node's report (GPUs read through AMD SMI) is stored with its gfx
+    target and judged by the ROCm rules of the knowledge base."""
+    from audit.evaluation import evaluate_report
+    from audit.models import Finding
+    from fleet.models import Gpu
+
+    host, token = enrolled("machine-amd", "mi300-node-1")
+    gpu = {"index": 0, "uuid": "9cff73b4-0000-1000-80f2-a1b2c3d4e5f6",
+           "name": "AMD Instinct MI300X", "vendor": "amd", "gfx_arch": "gfx942",
+           "memory_total_bytes": 205_822_885_888, "compute_capability": None}
+    report = make_report(host={"hostname": "mi300-node-1", "machine_id": "machine-amd",
+                               "nvidia_driver_version": None, "cuda_driver_version": None,
+                               "amd_driver_version": "6.10.5"},
+                         gpus=[gpu], server={"gpu_uuids": [gpu["uuid"]], "env": {}})
+    assert post_report(report, token).status_code == 202
+    evaluate_report(report["report_id"])
+    stored = Gpu.objects.get(host=host)
+    assert (stored.gfx_arch, stored.compute_capability, stored.driver_version) == (
+        "gfx942", "", "6.10.5")
+    assert Finding.objects.active().filter(host=host, rule_id="upx-rocm-cdna-aiter-off").exists()
+    client.force_login(role_user("viewer"))
+    page = client.get(f"/hosts/{host.code}/").content.decode()
+    assert "gfx942" in page and "cc gfx942" not in page
