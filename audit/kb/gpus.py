@@ -27,6 +27,8 @@ from audit.kb.paths import load_data
 _H100_SXM_TBS = 3.35  # seed 000 Three facts #2
 _H100_SXM_KNEE = 64   # seed 000 Three facts #2
 _GIB = 2**30
+#: A gfx target written in a GPU name (``gfx90a``, ``gfx942``, ``gfx1151``).
+_GFX_IN_NAME = re.compile(r"\bgfx[0-9]{2,4}[0-9a-f]?\b", re.IGNORECASE)
 
 
 def _parse(path: Path) -> list[tuple[re.Pattern[str], dict[str, Any]]]:
@@ -88,11 +90,15 @@ def _vendor(row: dict[str, Any] | None, name: str | None) -> str | None:
 def _gfx_arch(gpu: dict[str, Any], row: dict[str, Any] | None) -> str | None:
     """AMD's LLVM target (``gfx942``): what the agent read through amd-smi
     (``target_graphics_version``, wire ``gfx_arch``, feature suffixes such as
-    ``:sramecc+`` dropped), else the table's ``gfx``; None for other vendors."""
+    ``:sramecc+`` dropped), else the table's ``gfx``, else one written in the GPU's name;
+    None for other vendors."""
     reported = gpu.get("gfx_arch")
     if isinstance(reported, str) and reported.startswith("gfx"):
         return reported.split(":", 1)[0].lower()
-    return (row or {}).get("gfx")
+    if (row or {}).get("gfx"):
+        return row["gfx"]
+    named = _GFX_IN_NAME.search(str(gpu.get("name") or ""))  # "... iGPU gfx1151" in a report
+    return named.group(0).lower() if named else None
 
 
 def describe(gpu: dict[str, Any]) -> dict[str, Any]:

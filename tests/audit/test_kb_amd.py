@@ -49,6 +49,8 @@ def test_the_agents_gfx_target_wins_and_names_an_unknown_amd_gpu():
     unknown = describe({"name": "Instinct next-gen", "gfx_arch": "gfx950"})
     assert (unknown["known"], unknown["vendor"], unknown["gfx_arch"]) == (False, "amd", "gfx950")
     assert describe({"name": "NVIDIA H100 80GB HBM3"})["gfx_arch"] is None
+    strix = describe({"name": "AMD Ryzen AI Max (Strix Halo) iGPU gfx1151"})  # case 005's name
+    assert (strix["gfx_arch"], strix["vendor"]) == ("gfx1151", "amd")
     ctx = gpu_context([{"uuid": "a", "name": "AMD Instinct MI325X"}], ["a"], 1)
     assert ctx["gfx_arch"] == "gfx942" and ctx["bandwidth_knee_max_num_seqs"] == 128
 
