@@ -84,3 +84,14 @@ def test_no_kubernetes_api_rights_and_enrollment_from_a_secret() -> None:
     assert "fleet-agent-enroll" in secrets
     enroll = next(c for c in pod["initContainers"] if c["name"] == "enroll")
     assert "--secret-file" in enroll["args"][0]  # never the secret itself in argv
+
+
+def test_the_namespace_admits_a_node_agent_under_pod_security_admission() -> None:
+    namespace = next(d for d in documents() if d["kind"] == "Namespace")
+    labels = namespace["metadata"]["labels"]
+    # without it, "baseline" enforcement refuses hostPID/hostPath pods and the DaemonSet
+    # never starts a pod (no error on apply)
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    pod_namespaces = {d["metadata"].get("namespace") for d in documents()
+                      if d["kind"] in ("DaemonSet", "ServiceAccount")}
+    assert pod_namespaces == {namespace["metadata"]["name"]}
