@@ -95,3 +95,43 @@ def test_the_namespace_admits_a_node_agent_under_pod_security_admission() -> Non
     pod_namespaces = {d["metadata"].get("namespace") for d in documents()
                       if d["kind"] in ("DaemonSet", "ServiceAccount")}
     assert pod_namespaces == {namespace["metadata"]["name"]}
+
+
+def _run_enroll_script(tmp_path: Path, config_text: str | None) -> list[str]:
+    """Run the enroll init container's shell with its paths under ``tmp_path`` and a stub
+    ``fleet-agent`` that records its argv; returns the recorded argv (empty: not called)."""
+    import os
+    import subprocess
+
+    pod = daemonset()["spec"]["template"]["spec"]
+    enroll = next(c for c in pod["initContainers"] if c["name"] == "enroll")
+    state = tmp_path / "state"
+    state.mkdir()
+    if config_text is not None:
+        (state / "config.toml").write_text(config_text)
+    script = enroll["args"][0].replace("/var/lib/fleet-agent", str(state)).replace(
+        "/run/secrets/fleet-enroll", str(tmp_path / "secret"))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    stub = bindir / "fleet-agent"
+    stub.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/argv\n')
+    stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}",
+           "FLEET_SERVER_URL": "https://fleet.example.com", "NODE_NAME": "gpu-node-3"}
+    subprocess.run(["/bin/sh", "-c", script], check=True, env=env, timeout=30)
+    recorded = tmp_path / "argv"
+    return recorded.read_text().splitlines() if recorded.exists() else []
+
+
+def test_a_new_node_enrolls_with_the_secret_file_and_its_node_name(tmp_path: Path) -> None:
+    argv = _run_enroll_script(tmp_path, None)
+    assert argv[0] == "enroll"
+    assert argv[argv.index("--server") + 1] == "https://fleet.example.com"
+    assert argv[argv.index("--secret-file") + 1] == f"{tmp_path}/secret/secret"
+    assert argv[argv.index("--label") + 1] == "k8s_node=gpu-node-3"
+    assert argv[argv.index("--config") + 1] == f"{tmp_path}/state/config.toml"
+
+
+def test_a_restarted_pod_keeps_the_nodes_token(tmp_path: Path) -> None:
+    config = 'server_url = "https://fleet.example.com"\ntoken = "fa_node_token"\n'
+    assert _run_enroll_script(tmp_path, config) == []  # no second enrollment
