@@ -119,3 +119,23 @@ def test_the_example_alert_rules_only_use_exported_metrics(client, fleet):
         names = set(re.findall(r"\b(fleet_audit_[a-z_]+)", rule["expr"]))
         assert names <= exported, (rule["alert"], names - exported)
         assert names or "up{" in rule["expr"]
+
+
+def test_the_finding_series_are_capped_worst_first_with_exact_totals(client, fleet,
+                                                                      monkeypatch):
+    from front import prometheus
+
+    active = Finding.objects.active()
+    total = active.count()
+    assert total > 2
+    worst = active.order_by("severity").first()
+    Finding.objects.filter(pk=worst.pk).update(severity="critical")
+    monkeypatch.setattr(prometheus, "MAX_FINDING_SERIES", 2)
+    samples = scrape(client)
+    kept = samples["fleet_audit_open_findings"]
+    assert sum(s.value for s in kept) == 2
+    assert any(s.labels["severity"] == "critical" for s in kept)  # the worst is never dropped
+    (dropped,) = samples["fleet_audit_open_findings_series_dropped"]
+    assert dropped.value == total - 2
+    totals = samples["fleet_audit_open_findings_by_severity"]
+    assert sum(s.value for s in totals) == total
