@@ -291,6 +291,10 @@ if AUDIT_UPSTREAM_WATCH:
     CELERY_BEAT_SCHEDULE["watch-upstream"] = {
         "task": "audit.tasks.watch_upstream", "schedule": float(AUDIT_UPSTREAM_INTERVAL_S)}
 
+# --- Prometheus scrape of the dashboard (front/prometheus.py, issue 18) ---------------
+#: Bearer token Prometheus sends to /metrics; unset: /metrics answers 404.
+PROMETHEUS_TOKEN = env_str("PROMETHEUS_TOKEN")
+
 LOG_LEVEL = (env_str("LOG_LEVEL", "INFO") or "INFO").upper()
 if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
     raise ImproperlyConfigured(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, "

@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from fleet.api import api
 from fleet.login_throttle import LoginView, ThrottledAdminAuthenticationForm
+from front.prometheus import metrics as prometheus_metrics
 
 # The admin's sign-in counts failures with the dashboard's (fleet.login_throttle).
 admin.site.login_form = ThrottledAdminAuthenticationForm
@@ -22,4 +23,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    # Prometheus scrape (bearer PROMETHEUS_TOKEN; 404 when unset): front/prometheus.py.
+    path("metrics", prometheus_metrics, name="prometheus_metrics"),
 ]

@@ -207,6 +207,41 @@ class ProcNode:
                         json.dumps(config))
         return f"0::/system.slice/docker-{container_id}.scope\n"
 
+    def kube_container(self, container_id: str, pod_uid: str, *, namespace: str, pod: str,
+                       container: str, image: str, runtime: str = "containerd",
+                       driver: str = "systemd", qos: str = "burstable") -> str:
+        """A Kubernetes container as the node shows it: the runtime's record of the pod names
+        (containerd's OCI bundle ``config.json`` annotations or CRI-O's ``userdata/config.json``)
+        and the process's cgroup line for the kubelet's cgroup ``driver`` (``systemd`` or
+        ``cgroupfs``, cgroup v2); returns that line."""
+        if runtime == "containerd":
+            path = (f"/run/containerd/io.containerd.runtime.v2.task/k8s.io/{container_id}/"
+                    "config.json")
+            notes = {"io.kubernetes.cri.sandbox-namespace": namespace,
+                     "io.kubernetes.cri.sandbox-name": pod,
+                     "io.kubernetes.cri.container-name": container,
+                     "io.kubernetes.cri.image-name": image}
+        else:
+            path = f"/run/containers/storage/overlay-containers/{container_id}/userdata/config.json"
+            notes = {"io.kubernetes.pod.namespace": namespace, "io.kubernetes.pod.name": pod,
+                     "io.kubernetes.container.name": container,
+                     "io.kubernetes.cri-o.ImageName": image}
+        self.write_file(None, path, json.dumps({"ociVersion": "1.0.2", "annotations": notes}))
+        if driver == "cgroupfs":
+            return f"0::/kubepods/{qos}/pod{pod_uid}/{container_id}\n"
+        prefix = "cri-containerd" if runtime == "containerd" else "crio"
+        slice_uid = pod_uid.replace("-", "_")
+        return (f"0::/kubepods.slice/kubepods-{qos}.slice/kubepods-{qos}-pod{slice_uid}.slice/"
+                f"{prefix}-{container_id}.scope\n")
+
+    def pod_network(self, pid: int, ip: str) -> None:
+        """``/proc/<pid>/net/fib_trie`` of a pod network namespace whose address is ``ip``."""
+        text = ("Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n"
+                f"     +-- 127.0.0.0/8 2 0 2\n        |-- 127.0.0.1\n           /32 host LOCAL\n"
+                f"     |-- {ip}\n        /32 host LOCAL\n")
+        (self.root / "proc" / str(pid) / "net").mkdir(parents=True, exist_ok=True)
+        (self.root / "proc" / str(pid) / "net" / "fib_trie").write_text(text)
+
     def hf_snapshot(self, ns: str | None, cache: str, repo: str, commit: str,
                     files: dict[str, str | bytes], ref: str = "main") -> None:
         """An HF hub cache entry: ``refs/<ref>`` -> ``snapshots/<commit>/<files>``."""

@@ -298,6 +298,9 @@ class Server(models.Model):
     #: ``{"entry": <wire FailedStart>, "first_seen", "last_seen": ISO time, "report_id",
     #: "observations": [[ISO time, cumulative restarts], ...]}`` (fleet.recording).
     failed_start = models.JSONField(null=True, blank=True)
+    #: The Kubernetes pod of the current process (issue 18), the wire's ``servers[].kubernetes``:
+    #: ``{"namespace", "pod", "container", "pod_uid"}`` (parts may be null); None off Kubernetes.
+    kubernetes = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["host", "identity"],
@@ -354,6 +357,8 @@ class Gpu(models.Model):
     name = models.CharField(max_length=255)
     memory_total_bytes = models.BigIntegerField(null=True, blank=True)
     compute_capability = models.CharField(max_length=16, blank=True)
+    #: AMD GPUs: the gfx target (``gfx942``) AMD SMI reports, in place of a compute capability.
+    gfx_arch = models.CharField(max_length=64, blank=True)
     driver_version = models.CharField(max_length=64, blank=True)
     cuda_version = models.CharField(max_length=64, blank=True)
     memory_used_bytes = models.BigIntegerField(null=True, blank=True)

@@ -119,7 +119,8 @@ def _update_host(host: Host, wire: WireReport) -> None:
 #: Gpu columns an incoming reading overwrites (bulk_update in one statement per report).
 _GPU_FIELDS = ("index", "name", "memory_total_bytes", "compute_capability", "driver_version",
                "cuda_version", "memory_used_bytes", "utilization_pct", "temperature_c",
-               "power_draw_w", "power_limit_w", "is_present", "last_seen")
+               "power_draw_w", "power_limit_w", "is_present", "last_seen",
+               "gfx_arch")  # gfx_arch: issue 18
 
 
 def _record_gpus(host: Host, wire: WireReport, report: Report) -> None:
@@ -165,7 +166,8 @@ def _apply_gpu_reading(gpu: Gpu, info: Any, wire: WireReport) -> None:
     gpu.index, gpu.name = info.index, info.name
     gpu.memory_total_bytes = info.memory_total_bytes
     gpu.compute_capability = info.compute_capability or ""
-    gpu.driver_version = wire.host.nvidia_driver_version or ""
+    gpu.gfx_arch = info.gfx_arch or ""
+    gpu.driver_version = wire.host.nvidia_driver_version or wire.host.amd_driver_version or ""
     gpu.cuda_version = wire.host.cuda_driver_version or ""
     gpu.memory_used_bytes = info.memory_used_bytes
     gpu.utilization_pct, gpu.temperature_c = info.utilization_gpu_pct, info.temperature_c
@@ -297,6 +299,7 @@ def _apply_server_fields(server: Server, info: ServerInfo) -> None:
     server.pid, server.started_at = info.pid, info.started_at
     server.argv, server.env = info.argv, info.env
     server.container_image = info.container_image or ""
+    server.kubernetes = info.kubernetes.model_dump(mode="json") if info.kubernetes else None
     # An unreachable /version (null) keeps the last known running version.
     server.vllm_version = info.vllm_version or server.vllm_version
     server.installed_vllm_version = info.installed_vllm_version or server.installed_vllm_version

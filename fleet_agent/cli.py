@@ -6,7 +6,8 @@ history): ``--secret-file PATH`` (``-`` reads stdin) or ``$FLEET_ENROLL_SECRET``
 Common options (before or after the subcommand): ``--config PATH`` (default
 ``/etc/fleet-agent/config.toml``, env ``FLEET_AGENT_CONFIG``), ``--root DIR`` (the
 filesystem root holding ``proc/``, ``etc/machine-id`` and the HF cache; default the
-config's ``root`` or ``/``), ``--gpu-source nvml|none|FILE.json``. Exit codes: 0 ok,
+config's ``root`` or ``/``), ``--gpu-source nvml|amdsmi|none|FILE.json``
+(``nvml`` falls back to AMD SMI where NVML finds no driver). Exit codes: 0 ok,
 1 operational failure (enrollment refused), 2 usage or config error.
 """
 
@@ -32,7 +33,8 @@ def _common() -> argparse.ArgumentParser:
     common.add_argument("--root", default=argparse.SUPPRESS,
                         help="filesystem root to read proc/, etc/ and caches from (default /)")
     common.add_argument("--gpu-source", default=argparse.SUPPRESS,
-                        help="nvml (default), none, or a recorded reading FILE.json")
+                        help="nvml (default; AMD SMI where NVML finds no driver), amdsmi, "
+                             "none, or a recorded reading FILE.json")
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
     return common
 

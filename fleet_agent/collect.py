@@ -99,6 +99,7 @@ def host_info(root: Path, config: AgentConfig, reading: dict[str, Any]) -> dict[
         or (platform.release() if root == Path("/") else None),
         "nvidia_driver_version": reading.get("driver_version"),
         "cuda_driver_version": reading.get("cuda_driver_version"),
+        "amd_driver_version": reading.get("amd_driver_version"),
         "labels": dict(config.labels),
     }
 
@@ -323,6 +324,7 @@ def _process_fields(root: Path, proc: discovery.ServerProcess, owners: dict[int,
         "installed_vllm_version": installed,
         "chat_template": vars(template) if template else None,
         "cwd": proc.cwd,
+        "kubernetes": proc.kubernetes,
         "port": proc.port,
         "listen_ports": sorted(proc.listen_ports or []),
         "model_revision": ondisk.model_revision(root, proc),

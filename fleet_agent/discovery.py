@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
-from fleet_agent import procfs
+from fleet_agent import kube, procfs
 
 #: vLLM's default ``--port`` (vllm-facts.md 3.3, ``cli_args.py::FrontendArgs``).
 DEFAULT_PORT = 8000
@@ -47,6 +47,8 @@ class ServerProcess:
     listen_ports: set[int] | None = None
     container_id: str | None = None
     container_image: str | None = None
+    kubernetes: dict | None = None  # {namespace, pod, container, pod_uid} (fleet_agent/kube.py)
+    pod_ip: str | None = None  # where a wildcard-bound server in a pod network is reached
     base_url: str | None = None
     connect_url: str | None = None  # where the agent connects (--uds through proc/PID/root)
     creds: procfs.Creds | None = None  # whose rights files named in argv are read with
@@ -142,7 +144,18 @@ def inspect(table: procfs.ProcTable, server: ServerProcess) -> None:
     server.cwd = procfs.read_link(pdir / "cwd")
     server.exe = procfs.read_link(pdir / "exe")
     _read_container(table.root, server)
+    _read_pod(table.root, server)
     _read_endpoint(table, server)
+
+
+def _read_pod(root: Path, server: ServerProcess) -> None:
+    """Pod names from the cgroup path, the runtime's record and the env (kube.pod_info)."""
+    server.kubernetes, image = kube.pod_info(root, server.pid, server.env)
+    if server.kubernetes is None:
+        return
+    server.container_image = server.container_image or image
+    # 127.0.0.1 in the agent's namespace is not the pod's loopback: connect to the pod's IP.
+    server.pod_ip = kube.pod_ipv4(root, server.pid)
 
 
 def _read_endpoint(table: procfs.ProcTable, server: ServerProcess) -> None:
@@ -172,7 +185,10 @@ def _read_endpoint(table: procfs.ProcTable, server: ServerProcess) -> None:
         server.errors.append(
             f"port {server.port} from argv is not listening (listening: "
             f"{sorted(server.listen_ports) or 'none'}; still loading, or port set elsewhere)")
-    server.base_url = f"http://{_connect_host(server.host)}:{_published_port(table, server)}"
+    connect_host = _connect_host(server.host)
+    if server.pod_ip and (not server.host or server.host in ("0.0.0.0", "::", "[::]")):  # noqa: S104
+        connect_host = server.pod_ip  # a server bound to its pod's loopback stays unreachable
+    server.base_url = f"http://{connect_host}:{_published_port(table, server)}"
     server.connect_url = server.base_url
 
 

@@ -21,6 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fleet_agent.gpus_amd import read_amdsmi
+
 #: NVML constants used below (pynvml: NVML_TEMPERATURE_GPU = 0,
 #: NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0).
 _TEMPERATURE_GPU = 0
@@ -45,9 +47,12 @@ def cuda_version_text(value: int | None) -> str | None:
 
 
 def read_source(source: str) -> dict[str, Any]:
-    """Reading from ``nvml``, ``none`` (GPUs not collected) or a recorded JSON file path."""
-    if source == "nvml":
-        return read_nvml()
+    """Reading from ``nvml`` (NVML, else AMD SMI when NVML finds no driver), ``amdsmi``,
+    ``none`` (GPUs not collected) or a recorded JSON file path."""
+    if source == "nvml":  # NVIDIA first; AMD SMI where NVML finds no driver (issue 18)
+        return read_nvml_or_amd()
+    if source == "amdsmi":
+        return read_amdsmi()
     if source == "none":
         return empty_reading("GPU collection disabled (--gpu-source none)")
     try:
@@ -58,6 +63,21 @@ def read_source(source: str) -> dict[str, Any]:
         data = reading_from_report(data)  # a whole `collect --print` output
     reading = empty_reading(None)
     reading.update({k: data.get(k, reading[k]) for k in reading} if isinstance(data, dict) else {})
+    if isinstance(data, dict) and data.get("amd_driver_version"):
+        reading["amd_driver_version"] = data["amd_driver_version"]
+    return reading
+
+
+def read_nvml_or_amd(nvml: Any = None, amdsmi: Any = None) -> dict[str, Any]:
+    """NVML's reading; when NVML fails without GPUs (no NVIDIA driver), AMD SMI's if it finds
+    GPUs, else NVML's reading with both reasons in ``error``."""
+    reading = read_nvml(nvml)
+    if reading["gpus"] or reading["error"] is None:
+        return reading
+    amd = read_amdsmi(amdsmi)
+    if amd["gpus"]:
+        return amd
+    reading["error"] = f"{reading['error']}; {amd['error'] or 'AMD SMI found no GPU'}"
     return reading
 
 
@@ -66,6 +86,7 @@ def reading_from_report(report: dict[str, Any]) -> dict[str, Any]:
     host = report.get("host") or {}
     return {"driver_version": host.get("nvidia_driver_version"),
             "cuda_driver_version": host.get("cuda_driver_version"),
+            "amd_driver_version": host.get("amd_driver_version"),
             "gpus": report.get("gpus") or [], "processes": report.get("gpu_processes") or [],
             "error": report.get("gpu_error")}
 

@@ -148,12 +148,15 @@ class HostInfo(_Model):
     kernel: str | None = Field(default=None, max_length=255)
     nvidia_driver_version: str | None = Field(default=None, max_length=64)
     cuda_driver_version: str | None = Field(default=None, max_length=64)
+    #: amdgpu kernel driver version as AMD SMI reports it (issue 18; AMD nodes only).
+    amd_driver_version: str | None = Field(default=None, max_length=64)
     labels: dict[_text(MAX_LABEL_KEY_CHARS), _text(MAX_LABEL_VALUE_CHARS)] = Field(
         default_factory=dict, max_length=MAX_LABELS)
 
 
 class GpuInfo(_Model):
-    """One GPU as NVML reports it. Memory in bytes, power in watts, temperature in °C."""
+    """One GPU as NVML (or AMD SMI, issue 18) reports it. Memory in bytes, power in watts,
+    temperature in °C."""
 
     index: int = Field(ge=0, le=PG_SMALLINT_MAX)
     uuid: str = Field(min_length=1, max_length=128)
@@ -161,6 +164,12 @@ class GpuInfo(_Model):
     memory_total_bytes: int | None = Field(default=None, ge=0, le=PG_BIGINT_MAX)
     memory_used_bytes: int | None = Field(default=None, ge=0, le=PG_BIGINT_MAX)
     compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$", max_length=16)
+    #: AMD GPUs (issue 18): the LLVM target in place of a compute capability, as AMD SMI's
+    #: ``target_graphics_version`` gives it (``gfx942``; feature suffixes such as
+    #: ``:sramecc+:xnack-`` allowed). None on NVIDIA.
+    gfx_arch: str | None = Field(default=None, max_length=64,
+                                 pattern=r"^gfx[0-9a-f]{2,6}(:[A-Za-z0-9+-]{1,16}){0,4}$")
+    vendor: Literal["nvidia", "amd"] | None = None  # issue 18; None from older agents
     utilization_gpu_pct: float | None = Field(default=None, ge=0, le=100)
     temperature_c: float | None = None
     power_draw_w: float | None = Field(default=None, ge=0)
@@ -237,6 +246,21 @@ class ModelFiles(_Model):
     errors: list[str] = Field(default_factory=list)
 
 
+class KubernetesPod(_Model):
+    """The Kubernetes pod a server runs in (issue 18), read on the node from the process's
+    cgroup path, the container runtime's record and its environment (no API access).
+    Names follow Kubernetes' syntax: namespace and container are DNS-1123 labels (63),
+    the pod name a DNS-1123 subdomain (253); ``pod_uid`` the pod's UID. Unknown parts null."""
+
+    namespace: str | None = Field(default=None, max_length=63,
+                                  pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    pod: str | None = Field(default=None, max_length=253,
+                            pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    container: str | None = Field(default=None, max_length=63,
+                                  pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    pod_uid: UUID | None = None
+
+
 class ServerInfo(_Model):
     """One vLLM API-server process (not its EngineCore/worker children)."""
 
@@ -262,6 +286,7 @@ class ServerInfo(_Model):
     model_revision: str | None = Field(default=None, max_length=255)
     discovered: bool | None = None  # False: declared in the agent config, not seen in /proc
     model_files: ModelFiles | None = None  # issue 11: the model's config/weights from disk
+    kubernetes: KubernetesPod | None = None  # issue 18: the pod the process runs in
 
 
 class GpuProcess(_Model):

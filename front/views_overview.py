@@ -159,7 +159,8 @@ def _label_q(text: str) -> Q:
 
 def filtered_hosts(params: dict[str, str], statuses: dict[str, Q]) -> QuerySet[Host]:
     """Hosts matching the overview's filter parameters (q, status, severity, version,
-    model, gpu, label). Each filter is an EXISTS subquery, so rows never duplicate."""
+    model, gpu, label, namespace, pod). Each filter is an EXISTS subquery, so rows never
+    duplicate."""
     hosts = Host.objects.annotate(labels_text=Cast("labels", TextField()))
     running = Server.objects.filter(is_running=True)
     if params.get("q"):
@@ -179,6 +180,10 @@ def filtered_hosts(params: dict[str, str], statuses: dict[str, Q]) -> QuerySet[H
                                      name__icontains=params["gpu"]))
     if params.get("label"):
         hosts = hosts.filter(_label_q(params["label"]))
+    if params.get("namespace"):  # issue 18: pods' Kubernetes namespace (exact) and pod name
+        hosts = hosts.filter(_exists(running, kubernetes__namespace=params["namespace"]))
+    if params.get("pod"):
+        hosts = hosts.filter(_exists(running, kubernetes__pod__icontains=params["pod"]))
     return hosts
 
 
@@ -269,6 +274,7 @@ def page_rows(hosts: list[Host], now: datetime) -> list[dict[str, Any]]:
             # Bounded per row (issue 16 item 7: 80k labels made the overview 5 MB).
             "models": models[:ROW_MODELS], "more_models": max(0, len(models) - ROW_MODELS),
             "labels": labels[:ROW_LABELS], "more_labels": max(0, len(labels) - ROW_LABELS),
+            "pods": _pods(servers)[:ROW_LABELS],
             "servers": len(servers),
             "gpus": ", ".join(f"{n}x {name}" for name, n in sorted(gpus.items())) or "no GPUs",
             "spark": spark.get(host.pk),
@@ -276,11 +282,21 @@ def page_rows(hosts: list[Host], now: datetime) -> list[dict[str, Any]]:
     return rows
 
 
+def _pods(servers: list[Server]) -> list[str]:
+    """``namespace/pod`` of the host's running servers in Kubernetes pods (issue 18)."""
+    pods = []
+    for server in servers:
+        pod = server.kubernetes if isinstance(server.kubernetes, dict) else None
+        if pod and (pod.get("namespace") or pod.get("pod")):
+            pods.append(f"{pod.get('namespace') or '?'}/{pod.get('pod') or '?'}")
+    return sorted(set(pods))
+
+
 def with_page_relations(hosts: QuerySet[Host]) -> QuerySet[Host]:
     """Prefetch running servers and present GPUs (two queries for the whole page)."""
     servers = Server.objects.filter(is_running=True).only(
-        "host_id", "identity", "vllm_version", "installed_vllm_version", "model_ids"
-    ).order_by("identity")
+        "host_id", "identity", "vllm_version", "installed_vllm_version", "model_ids",
+        "kubernetes").order_by("identity")
     gpus = Gpu.objects.filter(is_present=True).only("host_id", "name", "index")
     return hosts.prefetch_related(Prefetch("servers", servers, to_attr="running"),
                                   Prefetch("gpus", gpus, to_attr="present_gpus"))
@@ -350,7 +366,8 @@ ROW_MODELS = 8
 ROW_LABELS = 16
 FILTER_OPTIONS = 500
 
-FILTER_KEYS = ("q", "status", "severity", "version", "model", "gpu", "label")
+FILTER_KEYS = ("q", "status", "severity", "version", "model", "gpu", "label", "namespace",
+               "pod")
 #: Table columns: (label, sort key or None, tooltip). Sorts start descending except host.
 COLUMNS = (("Host", "host", ""), ("Status", None, ""), ("Last seen", "seen", ""),
            ("vLLM", None, ""), ("Models", None, ""), ("GPUs", None, ""),

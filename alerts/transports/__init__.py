@@ -169,4 +169,4 @@ def transport_choices() -> list[tuple[str, str]]:
 
 
 # The built-in kinds register themselves on import.
-from alerts.transports import email, slack, webhook  # noqa: E402, F401
+from alerts.transports import alertmanager, email, slack, webhook  # noqa: E402, F401

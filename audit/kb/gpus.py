@@ -27,6 +27,8 @@ from audit.kb.paths import load_data
 _H100_SXM_TBS = 3.35  # seed 000 Three facts #2
 _H100_SXM_KNEE = 64   # seed 000 Three facts #2
 _GIB = 2**30
+#: A gfx target written in a GPU name (``gfx90a``, ``gfx942``, ``gfx1151``).
+_GFX_IN_NAME = re.compile(r"\bgfx[0-9]{2,4}[0-9a-f]?\b", re.IGNORECASE)
 
 
 def _parse(path: Path) -> list[tuple[re.Pattern[str], dict[str, Any]]]:
@@ -85,17 +87,34 @@ def _vendor(row: dict[str, Any] | None, name: str | None) -> str | None:
     return "amd" if "radeon" in lowered or "instinct" in lowered else None
 
 
+def _gfx_arch(gpu: dict[str, Any], row: dict[str, Any] | None) -> str | None:
+    """AMD's LLVM target (``gfx942``): what the agent read through amd-smi
+    (``target_graphics_version``, wire ``gfx_arch``, feature suffixes such as
+    ``:sramecc+`` dropped), else the table's ``gfx``, else one written in the GPU's name;
+    None for other vendors."""
+    reported = gpu.get("gfx_arch")
+    if isinstance(reported, str) and reported.startswith("gfx"):
+        return reported.split(":", 1)[0].lower()
+    if (row or {}).get("gfx"):
+        return row["gfx"]
+    named = _GFX_IN_NAME.search(str(gpu.get("name") or ""))  # "... iGPU gfx1151" in a report
+    return named.group(0).lower() if named else None
+
+
 def describe(gpu: dict[str, Any]) -> dict[str, Any]:
     """Facts for one report GPU dict (contract fields ``name``, ``memory_total_bytes``,
-    ``compute_capability``); table values win for CC/arch, NVML for memory."""
+    ``compute_capability``, ``gfx_arch``); table values win for CC/arch, the agent's reading
+    for memory and the gfx target."""
     row = lookup(gpu.get("name"))
     cc = (row or {}).get("cc") or gpu.get("compute_capability")
     bandwidth = (row or {}).get("bandwidth_tbs")
     return {
         "name": gpu.get("name"), "known": row is not None,
-        "label": (row or {}).get("label"), "vendor": _vendor(row, gpu.get("name")),
+        "label": (row or {}).get("label"),
+        "vendor": _vendor(row, gpu.get("name")) or ("amd" if _gfx_arch(gpu, row) else None),
         "memory_gib": _memory_gib(gpu, row), "bandwidth_tbs": bandwidth,
         "compute_capability": str(cc) if cc else None, "cc": _cc_float(cc),
+        "gfx_arch": _gfx_arch(gpu, row),
         "arch": (row or {}).get("arch"), "fp8": (row or {}).get("fp8"),
         "fp4": (row or {}).get("fp4"), "unified_memory": (row or {}).get("unified_memory"),
         "bandwidth_knee_max_num_seqs": bandwidth_knee(bandwidth),
@@ -120,7 +139,7 @@ def server_gpus(report_gpus: list[dict], gpu_uuids: list[str] | None,
 _EMPTY = {
     "count": 0, "name": None, "known": False, "label": None, "vendor": None,
     "memory_gib": None, "bandwidth_tbs": None, "compute_capability": None, "cc": None,
-    "arch": None, "fp8": None, "fp4": None, "unified_memory": None,
+    "gfx_arch": None, "arch": None, "fp8": None, "fp4": None, "unified_memory": None,
     "bandwidth_knee_max_num_seqs": None, "source": None,
 }
 

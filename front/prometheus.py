@@ -1,0 +1,164 @@
+"""``GET /metrics``: the fleet's audit state for Prometheus (issue 18), read-only.
+
+Protected by the bearer token ``PROMETHEUS_TOKEN`` (``config/settings.py``): unset, the page
+does not exist (404); a missing or wrong token is 401. The body is the Prometheus text format
+written by ``prometheus_client``; a custom collector reads the database on each scrape, with
+every query bounded (grouped counts, and at most :data:`MAX_FINDING_SERIES` finding series,
+worst first), so a scrape costs a handful of queries whatever the fleet's size.
+
+Metrics (all gauges; ``fleet_audit_`` prefix):
+
+- ``open_findings{host, server, namespace, pod, rule_id, severity, kind}``: active findings
+  (open, acknowledged or silenced) per series; ``open_findings_by_severity{severity}`` the
+  complete totals, and ``open_findings_series_dropped`` what the cap left out.
+- ``hosts{status}``: hosts reporting, stale or offline (the overview's thresholds).
+- ``servers{vllm_version}``: running servers per running vLLM version.
+- ``pending_upgrades``: running servers whose installed vLLM differs from the running one.
+- ``unevaluated_reports`` and ``evaluation_lag_seconds``: reports received and not yet
+  evaluated, and the age of the oldest of them (0 when none).
+- ``alert_deliveries{status}``: deliveries per status (``failed``, ``permanent_failure``...);
+  ``alert_channels_failing``: channels disabled by a permanent failure.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Case, Count, F, IntegerField, Min, Value, When
+from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from alerts.models import AlertChannel, Delivery
+from audit.models import Finding
+from fleet.models import Host, Report, Server
+from front.views_overview import status_filters
+
+#: Finding series exported per scrape (worst severity first). Prometheus' own guidance keeps
+#: a target's series in the thousands; the per-severity totals stay exact past the cap.
+MAX_FINDING_SERIES = 5000
+#: Distinct vLLM versions exported (a real fleet runs a few dozen at most).
+MAX_VERSION_SERIES = 500
+_SEVERITY_RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
+_FINDING_LABELS = ["host", "server", "namespace", "pod", "rule_id", "severity", "kind"]
+
+
+class FleetCollector(Collector):
+    """Reads the audit state from the database at each ``collect()`` (one scrape)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield from self._findings()
+        yield self._hosts()
+        yield from self._servers()
+        yield from self._evaluation()
+        yield from self._alerts()
+
+    def _findings(self) -> Iterator[GaugeMetricFamily]:
+        active = Finding.objects.active().order_by()
+        totals = dict(active.values_list("severity").annotate(n=Count("pk")))
+        by_severity = GaugeMetricFamily("fleet_audit_open_findings_by_severity",
+                                        "Active findings (open, acknowledged, silenced) "
+                                        "per severity.", labels=["severity"])
+        for severity in sorted(totals, key=lambda s: _SEVERITY_RANK.get(s, 9)):
+            by_severity.add_metric([severity], totals[severity])
+        yield by_severity
+        series = Counter(_finding_key(row) for row in _worst_first(active))
+        detail = GaugeMetricFamily("fleet_audit_open_findings",
+                                   "Active findings per host, server, pod, rule, severity "
+                                   "and kind.", labels=_FINDING_LABELS)
+        for key, count in series.items():
+            detail.add_metric(list(key), count)
+        yield detail
+        dropped = GaugeMetricFamily("fleet_audit_open_findings_series_dropped",
+                                    "Active findings left out of fleet_audit_open_findings "
+                                    f"by its cap of {MAX_FINDING_SERIES} findings.")
+        dropped.add_metric([], max(0, sum(totals.values()) - sum(series.values())))
+        yield dropped
+
+    def _hosts(self) -> GaugeMetricFamily:
+        now = timezone.now()
+        family = GaugeMetricFamily("fleet_audit_hosts", "Hosts per reporting status.",
+                                   labels=["status"])
+        counts = Host.objects.aggregate(**{name: Count("pk", filter=q)
+                                           for name, q in status_filters(now).items()})
+        for name, count in counts.items():
+            family.add_metric([name], count)
+        return family
+
+    def _servers(self) -> Iterator[GaugeMetricFamily]:
+        running = Server.objects.filter(is_running=True).order_by()
+        family = GaugeMetricFamily("fleet_audit_servers", "Running vLLM servers per running "
+                                   "vLLM version (empty: unknown).", labels=["vllm_version"])
+        rows = running.values_list("vllm_version").annotate(n=Count("pk")).order_by("-n")
+        for version, count in rows[:MAX_VERSION_SERIES]:
+            family.add_metric([version], count)
+        yield family
+        pending = (running.exclude(installed_vllm_version="").exclude(vllm_version="")
+                   .exclude(installed_vllm_version=F("vllm_version")).count())
+        yield GaugeMetricFamily("fleet_audit_pending_upgrades", "Running servers whose "
+                                "installed vLLM differs from the running one (restart "
+                                "pending).", value=pending)
+
+    def _evaluation(self) -> Iterator[GaugeMetricFamily]:
+        waiting = Report.objects.filter(evaluated_at__isnull=True).order_by()
+        stats = waiting.aggregate(n=Count("pk"), oldest=Min("received_at"))
+        yield GaugeMetricFamily("fleet_audit_unevaluated_reports", "Reports received and not "
+                                "evaluated yet.", value=stats["n"])
+        lag = (timezone.now() - stats["oldest"]).total_seconds() if stats["oldest"] else 0.0
+        yield GaugeMetricFamily("fleet_audit_evaluation_lag_seconds", "Age of the oldest "
+                                "report not evaluated yet, in seconds (0: none waiting).",
+                                value=max(0.0, lag))
+
+    def _alerts(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("fleet_audit_alert_deliveries", "Alert deliveries per "
+                                   "status (failed: gave up retrying).", labels=["status"])
+        counts = dict(Delivery.objects.order_by().values_list("status")
+                      .annotate(n=Count("pk")))
+        for status in Delivery.Status.values:
+            family.add_metric([status], counts.get(status, 0))
+        yield family
+        yield GaugeMetricFamily("fleet_audit_alert_channels_failing", "Alert channels "
+                                "disabled by a permanent delivery failure.",
+                                value=AlertChannel.objects.filter(
+                                    failing_since__isnull=False).count())
+
+
+def _worst_first(active: Any) -> list[dict[str, Any]]:
+    """At most :data:`MAX_FINDING_SERIES` active findings, worst severity first."""
+    rank = Case(*(When(severity=s, then=Value(r)) for s, r in _SEVERITY_RANK.items()),
+                default=Value(9), output_field=IntegerField())
+    return list(active.annotate(rank=rank).order_by("rank", "pk").values(
+        "host__hostname", "server__identity", "server__kubernetes", "rule_id", "severity",
+        "kind")[:MAX_FINDING_SERIES])
+
+
+def _finding_key(row: dict[str, Any]) -> tuple[str, ...]:
+    pod = row["server__kubernetes"] if isinstance(row["server__kubernetes"], dict) else {}
+    return (row["host__hostname"] or "", row["server__identity"] or "",
+            str(pod.get("namespace") or ""), str(pod.get("pod") or ""), row["rule_id"],
+            row["severity"], row["kind"])
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """The exposition; 404 when ``PROMETHEUS_TOKEN`` is unset, 401 without the right one."""
+    token = settings.PROMETHEUS_TOKEN
+    if not token:
+        raise Http404("Prometheus scraping is not enabled (PROMETHEUS_TOKEN)")
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                             token.encode()):
+        answer = HttpResponse("a valid bearer token is required\n", status=401,
+                              content_type="text/plain")
+        answer["WWW-Authenticate"] = 'Bearer realm="fleet-audit-metrics"'
+        return answer
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FleetCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
