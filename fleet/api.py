@@ -317,10 +317,11 @@ def submit_report(request: HttpRequest) -> Status:
                          [{"path": "host.machine_id", "message": "belongs to another host"}])
     # Only the raw insert happens here; servers, GPUs, samples, change events and the
     # evaluation follow in the worker (audit.tasks.evaluate_report; issue 14).
-    with transaction.atomic():
-        report, created = store_report(token.host, wire, raw)
-        if created:
-            transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
+    # One autocommitted INSERT (no BEGIN/SAVEPOINT/COMMIT round trips); on_commit outside a
+    # transaction runs at once, i.e. after that INSERT committed.
+    report, created = store_report(token.host, wire, raw)
+    if created:
+        transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
     return Status(202, {"report_id": str(report.report_id), "duplicate": not created})
 
 

@@ -13,7 +13,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server, future_cutoff
@@ -69,14 +69,18 @@ def store_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Rep
 
     ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept verbatim,
     unknown fields included). Returns ``(report_row, created)``; ``created`` is False for
-    a re-sent ``report_id`` (stored once). The insert runs in a savepoint so a concurrent
-    duplicate hits the unique constraint without breaking the caller's transaction.
+    a re-sent ``report_id`` (stored once). Inside a transaction the insert runs in a
+    savepoint so a duplicate hits the unique constraint without breaking the caller's
+    transaction; outside (ingest) it is one autocommitted INSERT, committed on return.
     """
+    fields = {"host": host, "report_id": wire.report_id, "schema_version": wire.schema_version,
+              "raw": raw, "collected_at": wire.collected_at}
     try:
-        with transaction.atomic():
-            report = Report.objects.create(
-                host=host, report_id=wire.report_id, schema_version=wire.schema_version,
-                raw=raw, collected_at=wire.collected_at)
+        if connection.in_atomic_block:
+            with transaction.atomic():
+                report = Report.objects.create(**fields)
+        else:  # autocommit: one INSERT, one round trip (ingest's hot path)
+            report = Report.objects.create(**fields)
     except IntegrityError:
         return Report.objects.get(report_id=wire.report_id), False
     return report, True
@@ -327,6 +331,11 @@ def _detect_changes(server: Server, info: ServerInfo, wire: WireReport, report: 
         _event(server, report, ChangeEvent.Kind.CONFIG_CHANGED, wire, _argv(server.argv),
                _argv(info.argv))
         report.mark_keep("flags changed")
+    if info.env != server.env:
+        report.mark_keep("env changed")  # no event (redacted values), but the raw stays
+    models = [m.id for m in info.models]
+    if models and models != server.model_ids:
+        report.mark_keep("models changed")
     new_sha = info.chat_template.sha256 if info.chat_template else ""
     if new_sha and server.chat_template_sha256 and new_sha != server.chat_template_sha256:
         _event(server, report, ChangeEvent.Kind.TEMPLATE_CHANGED, wire,
