@@ -140,10 +140,18 @@ def queue_depth() -> int:
     return redis.Redis.from_url(REDIS_URL).llen("evaluate")
 
 
-def sample_queue(stop: threading.Event, depths: list[int]) -> None:
-    """Append the evaluate queue's depth every 5 s until ``stop``."""
+def sample_queue(stop: threading.Event, depths: list[int], database: str,
+                 pg_cpu: dict[int, float]) -> None:
+    """Every 5 s until ``stop``: append the evaluate queue's depth, and note the CPU seconds
+    of each PostgreSQL backend of ``database`` (a backend that exits between two samples,
+    e.g. a recycled connection, counts with its last sample)."""
+    from django.db import connection
+
     while not stop.wait(5):
         depths.append(queue_depth())
+        for pid in backend_pids(database):
+            pg_cpu[pid] = cpu_seconds([pid])
+    connection.close()
 
 
 def drain(limit_s: float) -> float:
@@ -161,7 +169,7 @@ def drain(limit_s: float) -> float:
 def storage_per_host_30_days(hosts: int, minutes: float) -> tuple[float, float]:
     """``(MB per host now after pruning unchanged raw reports, MB per host over 30 days)``.
 
-    30 days = full-resolution samples for ``REPORT_RETENTION_HOURS`` + one sample per hour
+    30 days = full-resolution samples for ``SAMPLE_FULL_RESOLUTION_HOURS`` + one sample per hour
     for the rest + what is not time-series (kept reports, inventory) as measured.
     """
     from django.conf import settings
@@ -185,7 +193,7 @@ def storage_per_host_30_days(hosts: int, minutes: float) -> tuple[float, float]:
     series = ("fleet_metricsample", "fleet_gpusample")
     now_mb = sum(size for _, size in sizes.values()) / MB / hosts
     fixed = sum(size for t, (_, size) in sizes.items() if t not in series) / MB / hosts
-    window_h = settings.REPORT_RETENTION_HOURS
+    window_h = settings.SAMPLE_FULL_RESOLUTION_HOURS
     total = fixed
     for table in series:
         rows, size = sizes[table]
@@ -221,16 +229,19 @@ def run(args: argparse.Namespace) -> int:
             cpu0 = (cpu_seconds(web_pids), cpu_seconds(worker_pids))
             depths: list[int] = []
             stop = threading.Event()
-            sampler = threading.Thread(target=sample_queue, args=(stop, depths))
+            pg_seen: dict[int, float] = {}
+            sampler = threading.Thread(target=sample_queue,
+                                       args=(stop, depths, database, pg_seen))
             sampler.start()
             sent, accepted = drive(web.port, hosts, args.rate, seconds, args.threads)
             waited = drain(120)
             stop.set()
             sampler.join()
-            pg = backend_pids(database)
+            for pid in backend_pids(database):
+                pg_seen[pid] = cpu_seconds([pid])
             web_cpu = cpu_seconds(tree(web.proc.pid)) - cpu0[0]
             worker_cpu = cpu_seconds(tree(worker.pid)) - cpu0[1]
-            pg_cpu = cpu_seconds(pg)
+            pg_cpu = sum(pg_seen.values())
         stored = Report.objects.count()
         underived = Report.objects.filter(derived_at=None).count()
         unevaluated = Report.objects.filter(evaluated_at=None).count()

@@ -1,7 +1,6 @@
 """Benchmark: storage per host per day, and what retention/downsampling keeps it bounded.
 
-Not a test. Issue 8 target: under 10 MB per host per 30 days beyond the raw-report
-retention window (``REPORT_RETENTION_HOURS``, default 48 h).
+Not a test. Issue 14 target: at most 5 MB per host per 30 days, everything included.
 
 On a dedicated database (``fleet_bench_storage``, dropped at the end): ``--hosts`` hosts
 each send ``--hours`` hours of reports at the agent's 30 s interval through the real API
@@ -12,13 +11,17 @@ GPUs. Then, after ``VACUUM FULL`` (so sizes are live data, not dead tuples):
 1. sizes right after ingest (``pg_total_relation_size``: heap + TOAST + indexes) per table,
    per row and per host per day;
 2. ``fleet.tasks.prune_reports`` runs with its clock moved past the retention window
-   (received_at + ``REPORT_RETENTION_HOURS`` + 1 h): raw reports go (kept ones stay), metric
+   (``SAMPLE_FULL_RESOLUTION_HOURS`` + 1 h later): derived, evaluated, unchanged raw
+   reports go (kept ones and each server's newest stay), metric
    and GPU samples are thinned to the newest one per server/GPU per hour;
 3. sizes again: what each further host-day costs once outside the raw window, x30.
 
 Reference in the same run: the gzipped bytes the agent sent for that day (the wire cost).
 
-Run: ``.venv/bin/python bench/storage.py [--hosts 2 --hours 24]``.
+The worker's steps (derive, evaluate) run in this process after each round of reports.
+
+Run: ``.venv/bin/python bench/storage.py [--hosts 2 --hours 24]`` (``--hours`` above
+``SAMPLE_FULL_RESOLUTION_HOURS``, so some samples are thinned).
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ def prune_later() -> dict[str, int]:
 
     from fleet.tasks import prune_reports
 
-    later = timezone.now() + timedelta(hours=settings.REPORT_RETENTION_HOURS + 1)
+    later = timezone.now() + timedelta(hours=settings.SAMPLE_FULL_RESOLUTION_HOURS + 1)
     with mock.patch("fleet.tasks.timezone.now", return_value=later):
         return prune_reports()
 
@@ -143,15 +146,16 @@ def run(args: argparse.Namespace) -> None:
               f"stored/wire {sum(s for _, s in before.values()) / wire:.1f}x")
         deleted = prune_later()
         after = sizes()
-        show(f"after prune_reports past the {settings.REPORT_RETENTION_HOURS} h raw window "
-             f"(deleted {deleted})", after, host_days)
-        summary(before, after, host_days, settings.REPORT_RETENTION_HOURS, args.hosts)
+        window_h = settings.SAMPLE_FULL_RESOLUTION_HOURS
+        show(f"after prune_reports past the {window_h} h sample window (deleted {deleted})",
+             after, host_days)
+        summary(before, after, host_days, settings.SAMPLE_FULL_RESOLUTION_HOURS, args.hosts)
 
 
 def summary(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]],
             host_days: float, retention_h: int, hosts: int) -> None:
     """Print the footprint of one host over 30 days, everything included (issue 14 target
-    <= 5 MB): full-resolution samples of the last ``REPORT_RETENTION_HOURS``, samples thinned
+    <= 5 MB): full-resolution samples of the last ``SAMPLE_FULL_RESOLUTION_HOURS``, samples thinned
     to one per hour for the rest of the 30 days, the raw reports still kept (changes, each
     server's newest) and the inventory rows.
 

@@ -47,15 +47,17 @@ def sweep_unevaluated() -> int:
 def prune_reports() -> dict[str, int]:
     """Delete raw reports past ``REPORT_RETENTION_HOURS`` unless kept; thin old samples.
 
-    Samples older than the window keep the newest one per server (or GPU) per hour.
+    Samples older than ``SAMPLE_FULL_RESOLUTION_HOURS`` keep the newest one per server (or
+    GPU) per hour; unchanged raw reports go sooner (:func:`_drop_derived_raw`).
     Returns ``{"reports": n, "metric_samples": n, "gpu_samples": n}`` deleted.
     """
     cutoff = timezone.now() - timedelta(hours=settings.REPORT_RETENTION_HOURS)
     reports, _ = Report.objects.filter(received_at__lt=cutoff, keep=False).delete()
     reports += _drop_derived_raw()
+    thin = timezone.now() - timedelta(hours=settings.SAMPLE_FULL_RESOLUTION_HOURS)
     return {"reports": reports,
-            "metric_samples": _thin(MetricSample.objects.filter(ts__lt=cutoff), "server_id"),
-            "gpu_samples": _thin(GpuSample.objects.filter(ts__lt=cutoff), "gpu_id")}
+            "metric_samples": _thin(MetricSample.objects.filter(ts__lt=thin), "server_id"),
+            "gpu_samples": _thin(GpuSample.objects.filter(ts__lt=thin), "gpu_id")}
 
 
 def _drop_derived_raw() -> int:

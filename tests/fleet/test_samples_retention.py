@@ -81,6 +81,8 @@ def test_unchanged_reports_go_once_derived_and_evaluated_but_their_samples_stay(
     Report.objects.update(evaluated_at=timezone.now())  # the worker's second step
     past = timezone.now() - timedelta(minutes=settings.REPORT_RAW_RETENTION_MINUTES + 1)
     Report.objects.exclude(pk=third.pk).update(received_at=past)
+    MetricSample.objects.update(ts=timezone.now())  # inside the full-resolution window
+    GpuSample.objects.update(ts=timezone.now())
     assert prune_reports()["reports"] == 1  # the second: unchanged, derived, evaluated, old
     # first: the first report (kept); third: too young; newest: the server's latest
     assert set(Report.objects.values_list("pk", flat=True)) == {first.pk, third.pk, newest.pk}
