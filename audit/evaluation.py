@@ -101,19 +101,29 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
     if newest is not None and report.collected_at < newest:
         return []  # a late replay: history is stored, current findings stay as they are
     kb = current_knowledge_base()
+    # Without its raw body: only a context built for a server with rules due reads it
+    # (the nothing-due path must not load and decode a second 50 KB report; issue 14).
     previous = (Report.objects.filter(host=host, collected_at__lt=report.collected_at)
-                .order_by("-collected_at").first())
+                .order_by("-collected_at").defer("raw").first())
     contexts = _LazyContexts(report, previous)
     servers = {s.identity: s for s in host.servers.all()}
     outcomes = []
     for index, raw_server in enumerate(report.raw.get("servers") or []):
-        server = servers.get(server_identity(ServerInfo.model_validate(raw_server)))
+        server = servers.get(_identity(raw_server))
         if server is None:
             continue
         outcomes.append(_evaluate_server(kb, server, report, index, contexts, previous))
 
     outcomes.extend(evaluate_failed_starts(kb, host, report))
     return outcomes
+
+
+def _identity(raw_server: dict) -> str:
+    """The server's slot from its stored (already validated) raw entry, without validating
+    the whole entry again (its /metrics text is 50 KB): only base_url and argv matter."""
+    argv = raw_server.get("argv")
+    return server_identity(ServerInfo.model_construct(
+        base_url=raw_server.get("base_url"), argv=argv if isinstance(argv, list) else []))
 
 
 class _LazyContexts:

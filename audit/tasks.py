@@ -16,6 +16,7 @@ from django.db import InterfaceError, OperationalError
 from audit import evaluation
 from audit.rulebook import requeue_fleet, sync_rules
 from audit.signals import findings_evaluated
+from fleet.recording import derive_report
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +25,15 @@ log = logging.getLogger(__name__)
              autoretry_for=(OperationalError, InterfaceError), retry_backoff=5,
              retry_backoff_max=120, retry_jitter=True, max_retries=5)
 def evaluate_report(report_id: str) -> bool:
-    """Evaluate the stored report with ``report_id`` (a UUID string).
+    """Derive (:func:`fleet.recording.derive_report`) then evaluate the stored report with
+    ``report_id`` (a UUID string); each step is its own transaction and runs once.
 
     Returns True when this call evaluated the report, False when the row is gone,
     already evaluated, or being evaluated by another worker. Database outages
     (the only transient error here) are retried with capped, jittered backoff.
     """
     try:
+        derive_report(report_id)  # the raw report becomes servers, GPUs, samples first
         outcomes = evaluation.evaluate_report(report_id)
     except (OperationalError, InterfaceError):
         raise  # transient: autoretry

@@ -51,7 +51,10 @@ CASES_REPORTS = REPO / "demo" / "data" / "cases" / "reports"
 CASES_METRICS = REPO / "demo" / "data" / "cases" / "metrics"
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 #: Redis database of the benchmarks (tests use 15, the demo none): flushed before and after.
-REDIS_DB = 11
+#: ``BENCH_REDIS_DB`` picks another one when two people benchmark on one machine.
+REDIS_DB = int(os.environ.get("BENCH_REDIS_DB", "11"))
+#: Appended to every benchmark database name (``BENCH_DB_SUFFIX``), for the same reason.
+DB_SUFFIX = os.environ.get("BENCH_DB_SUFFIX", "")
 REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
 #: Full, recent /metrics bodies (vLLM 0.11 - 0.29, 45-54 KB each; cases/metrics/INDEX.md,
 #: "Added 2026 pass"): what a real server serves and the agent ships untrimmed.
@@ -94,6 +97,7 @@ def bench_database(name: str) -> Iterator[str]:
 
     Raises psycopg.OperationalError when PostgreSQL is not reachable on 127.0.0.1:5432.
     """
+    name += DB_SUFFIX
     drop_database(name)
     with _admin_connect() as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -108,7 +112,7 @@ def bench_database(name: str) -> Iterator[str]:
 
 
 def flush_redis() -> None:
-    """Empty the benchmarks' Redis database (db 11 only)."""
+    """Empty the benchmarks' Redis database (``REDIS_DB`` only)."""
     import redis
 
     redis.Redis.from_url(REDIS_URL, socket_timeout=5).flushdb()

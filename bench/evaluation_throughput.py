@@ -2,7 +2,8 @@
 
 Not a test. Reports are ingested through the real API (in-process WSGI client, dedicated
 database ``fleet_bench_eval``, Redis db 11 as the broker the enqueue talks to, no worker),
-then ``audit.evaluation.evaluate_report`` runs in this one process, one report at a time:
+then the worker's two steps run in this one process, one report at a time
+(``fleet.recording.derive_report``, timed as "derive", then ``audit.evaluation.evaluate_report``):
 one Python thread is one core (PostgreSQL runs on the other core; its time counts as wall).
 
 Each host sends ``--reports`` reports 30 s apart (agent default interval), so with the
@@ -71,11 +72,16 @@ def ingest(hosts: list[tuple[str, str, str]], reports: int) -> list[str]:
 
 
 def evaluate_all(report_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
-    """Evaluate every report; ``{kind: [(wall_s, cpu_s), ...]}`` by cadences that ran."""
+    """Derive then evaluate every report (the worker's two steps); ``{kind: [(wall_s, cpu_s),
+    ...]}`` by cadences that ran, plus ``derive`` (servers, GPUs, samples from the raw body)."""
     from audit.evaluation import evaluate_report
+    from fleet.recording import derive_report
 
     timings: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for report_id in report_ids:
+        wall, cpu = time.perf_counter(), time.process_time()
+        derive_report(report_id)
+        timings["derive"].append((time.perf_counter() - wall, time.process_time() - cpu))
         wall, cpu = time.perf_counter(), time.process_time()
         outcomes = evaluate_report(report_id)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -131,7 +137,7 @@ def run(args: argparse.Namespace) -> None:
         timings = evaluate_all(report_ids)
         bare = median(baseline(report_ids))
         per_kind = {}
-        for kind in ("full", "metrics", "config", "skip"):
+        for kind in ("derive", "full", "metrics", "config", "skip"):
             rows = timings.get(kind, [])
             if not rows:
                 continue

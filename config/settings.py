@@ -168,6 +168,12 @@ else:
 # --- ingest -----------------------------------------------------------------
 #: Raw reports older than this are pruned unless kept (version/flags/template/GPU change).
 REPORT_RETENTION_HOURS = env_int("REPORT_RETENTION_HOURS", 48, minimum=1)
+# Derived, evaluated, unchanged raw reports older than this are deleted by prune_reports
+# (their numbers live on in the samples; changed ones and each server's newest stay).
+REPORT_RAW_RETENTION_MINUTES = env_int("REPORT_RAW_RETENTION_MINUTES", 30, minimum=1)
+# Metric and GPU samples older than this are thinned to one per server/GPU per hour
+# (issue 14: <= 5 MB per host per 30 days; bench/storage.py).
+SAMPLE_FULL_RESOLUTION_HOURS = env_int("SAMPLE_FULL_RESOLUTION_HOURS", 6, minimum=1)
 #: Sustained per-token rate: (reports, per seconds). Default 1 report / 5 s.
 INGEST_RATE = env_rate("INGEST_RATE", "1/5s")
 #: Reports a token may send back to back before the sustained rate applies (spool replay).

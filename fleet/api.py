@@ -4,7 +4,8 @@ Strict at the door, in this order for ``POST /api/v1/reports``: bearer token
 (401), rate limit (429), body size after decompression (413), JSON (400),
 ``schema_version`` (400), contract (422), host identity (403). Every refusal
 answers ``{"error": ..., "details": [...]}`` and stores nothing. Accepted reports
-answer 202; evaluation is enqueued after commit. No stack trace ever leaves.
+answer 202 once the raw body is inserted; derivation (servers, GPUs, samples, change
+events) and evaluation are enqueued after commit and run in the worker. No stack trace ever leaves.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ninja.security import HttpBearer
 from fleet.bodies import BodyError, read_capped_body
 from fleet.models import AgentToken, EnrollmentSecret, Host, Report, future_cutoff, sha256_hex
 from fleet.ratelimit import check_rate
-from fleet.recording import record_report
+from fleet.recording import store_report
 from fleet.signals import report_needs_evaluation
 from fleet_agent.redact import redact_report
 from fleet_agent.schema import (
@@ -314,10 +315,13 @@ def submit_report(request: HttpRequest) -> Status:
     if wire.host.machine_id != token.host.machine_id:
         raise ApiRefusal(403, "report machine_id does not match this token's host",
                          [{"path": "host.machine_id", "message": "belongs to another host"}])
-    with transaction.atomic():
-        report, created = record_report(token.host, wire, raw)
-        if created:
-            transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
+    # Only the raw insert happens here; servers, GPUs, samples, change events and the
+    # evaluation follow in the worker (audit.tasks.evaluate_report; issue 14).
+    # One autocommitted INSERT (no BEGIN/SAVEPOINT/COMMIT round trips); on_commit outside a
+    # transaction runs at once, i.e. after that INSERT committed.
+    report, created = store_report(token.host, wire, raw)
+    if created:
+        transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
     return Status(202, {"report_id": str(report.report_id), "duplicate": not created})
 
 

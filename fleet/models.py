@@ -236,6 +236,9 @@ class Report(models.Model):
     received_at = models.DateTimeField(default=timezone.now, db_index=True)
     collected_at = models.DateTimeField()
     evaluated_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    #: When the worker applied this report to servers, GPUs, samples and change events
+    #: (``fleet.recording.derive_report``); None while only the raw body is stored.
+    derived_at = models.DateTimeField(null=True, blank=True)
     evaluation_error = models.TextField(blank=True)
     #: Evaluations of this report that raised; the sweep stops retrying at
     #: ``audit.evaluation.MAX_EVALUATION_ATTEMPTS`` (issue 16 item 6).

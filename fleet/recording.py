@@ -1,10 +1,9 @@
-"""Apply one validated agent report to the fleet model (:func:`record_report`).
+"""Store an agent report raw (:func:`store_report`, in the request) and apply it to the
+fleet model later (:func:`derive_report`, in the worker; issue 14).
 
-Order inside the caller's transaction: lock the host row (serialises reports of
-one host, so restart detection sees a consistent "previous"), insert the Report
-under its unique ``report_id`` in a savepoint (a re-sent or concurrent duplicate
-hits the constraint and returns the stored row), then upsert GPUs and servers,
-write ChangeEvents and samples. A report older than the newest one applied is
+Derivation locks the host row (serialises reports of one host, so restart detection
+sees a consistent "previous"), then upserts GPUs and servers, writes ChangeEvents
+and samples. A report older than the newest one applied is
 stored raw but does not roll the host's state back (spool replays arrive late).
 """
 
@@ -14,11 +13,12 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server, future_cutoff
 from fleet.samples import record_sample
-from fleet_agent.schema import FailedStart, ServerInfo
+from fleet_agent.schema import FailedStart, ServerInfo, parse_report
 from fleet_agent.schema import Report as WireReport
 
 #: vLLM's default API port when neither base_url nor --port says otherwise.
@@ -64,22 +64,70 @@ def _identity_from_argv(argv: list[str]) -> str:
     return f"port:{DEFAULT_VLLM_PORT}"
 
 
-def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:
-    """Store one validated report and upsert ``host``'s servers, GPUs and samples.
+def store_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:
+    """Insert the raw report (the only write ingest does before its 202).
 
-    ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept
-    verbatim, unknown fields included). Returns ``(report_row, created)``;
-    ``created`` is False for a re-sent ``report_id`` (stored once, nothing updated).
-    Must run inside ``transaction.atomic()``.
+    ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept verbatim,
+    unknown fields included). Returns ``(report_row, created)``; ``created`` is False for
+    a re-sent ``report_id`` (stored once). Inside a transaction the insert runs in a
+    savepoint so a duplicate hits the unique constraint without breaking the caller's
+    transaction; outside (ingest) it is one autocommitted INSERT, committed on return.
     """
-    host = Host.objects.select_for_update().get(pk=host.pk)
+    fields = {"host": host, "report_id": wire.report_id, "schema_version": wire.schema_version,
+              "raw": raw, "collected_at": wire.collected_at}
     try:
-        with transaction.atomic():
-            report = Report.objects.create(
-                host=host, report_id=wire.report_id, schema_version=wire.schema_version,
-                raw=raw, collected_at=wire.collected_at)
+        if connection.in_atomic_block:
+            with transaction.atomic():
+                report = Report.objects.create(**fields)
+        else:  # autocommit: one INSERT, one round trip (ingest's hot path)
+            report = Report.objects.create(**fields)
     except IntegrityError:
         return Report.objects.get(report_id=wire.report_id), False
+    return report, True
+
+
+def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:
+    """Store one report and derive it at once (:func:`store_report` + :func:`apply_report`);
+    for callers that need the inventory updated in their own transaction (seeding, tests).
+    Must run inside ``transaction.atomic()``."""
+    report, created = store_report(host, wire, raw)
+    if created:
+        locked = Host.objects.select_for_update().get(pk=host.pk)
+        apply_report(locked, wire, report)
+        report.derived_at = timezone.now()
+        report.save(update_fields=["derived_at", "keep", "keep_reason"])
+    return report, created
+
+
+def derive_report(report_id: Any) -> bool:
+    """Apply the stored raw report ``report_id`` to its host's servers, GPUs, samples and
+    change events, once (worker side of ingest; ``audit.tasks.evaluate_report`` calls it).
+
+    One transaction: the report row is claimed among the rows not yet derived, then the
+    host row is locked, so reports of one host are applied one at a time
+    and a worker killed half-way leaves nothing (the redelivered task starts again).
+    Returns True when this call derived it; False when it is gone or already derived.
+    """
+    with transaction.atomic():
+        # Blocking (not SKIP LOCKED): a second delivery waits for the first to commit, then
+        # finds the row derived and goes on to the evaluation, which needs it derived.
+        report = (Report.objects.select_for_update()
+                  .filter(report_id=report_id, derived_at=None).first())
+        if report is None:
+            return False
+        host = Host.objects.select_for_update().get(pk=report.host_id)
+        apply_report(host, parse_report(report.raw), report)
+        report.derived_at = timezone.now()
+        report.save(update_fields=["derived_at", "keep", "keep_reason"])
+    return True
+
+
+def apply_report(host: Host, wire: WireReport, report: Report) -> None:
+    """Upsert ``host``'s (locked) state from ``wire``, stored as ``report``.
+
+    A report older than the newest one applied (a late spool replay) is kept raw but does
+    not roll the host's state back.
+    """
     first_report = host.last_collected_at is None
     cutoff = future_cutoff()
     if host.last_collected_at and host.last_collected_at > cutoff:
@@ -87,7 +135,7 @@ def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Re
     if host.last_seen and host.last_seen > cutoff:
         host.last_seen = None
     if host.last_collected_at and wire.collected_at <= host.last_collected_at:
-        return report, True  # a late (replayed) report: keep it, leave current state alone
+        return  # a late (replayed) report: keep it, leave current state alone
     _update_host(host, wire)
     _record_gpus(host, wire, report)
     _record_servers(host, wire, report)
@@ -96,7 +144,6 @@ def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Re
         report.mark_keep("first report")
     if report.keep:
         report.save(update_fields=["keep", "keep_reason"])
-    return report, True
 
 
 def _update_host(host: Host, wire: WireReport) -> None:
@@ -286,6 +333,11 @@ def _detect_changes(server: Server, info: ServerInfo, wire: WireReport, report: 
         _event(server, report, ChangeEvent.Kind.CONFIG_CHANGED, wire, _argv(server.argv),
                _argv(info.argv))
         report.mark_keep("flags changed")
+    if info.env != server.env:
+        report.mark_keep("env changed")  # no event (redacted values), but the raw stays
+    models = [m.id for m in info.models]
+    if models and models != server.model_ids:
+        report.mark_keep("models changed")
     new_sha = info.chat_template.sha256 if info.chat_template else ""
     if new_sha and server.chat_template_sha256 and new_sha != server.chat_template_sha256:
         _event(server, report, ChangeEvent.Kind.TEMPLATE_CHANGED, wire,

@@ -15,7 +15,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from fleet.models import GpuSample, MetricSample, Report
+from fleet.models import GpuSample, MetricSample, Report, Server
 from fleet.signals import report_needs_evaluation
 
 log = logging.getLogger(__name__)
@@ -47,14 +47,44 @@ def sweep_unevaluated() -> int:
 def prune_reports() -> dict[str, int]:
     """Delete raw reports past ``REPORT_RETENTION_HOURS`` unless kept; thin old samples.
 
-    Samples older than the window keep the newest one per server (or GPU) per hour.
+    Samples older than ``SAMPLE_FULL_RESOLUTION_HOURS`` keep the newest one per server (or
+    GPU) per hour; unchanged raw reports go sooner (:func:`_drop_derived_raw`).
     Returns ``{"reports": n, "metric_samples": n, "gpu_samples": n}`` deleted.
     """
     cutoff = timezone.now() - timedelta(hours=settings.REPORT_RETENTION_HOURS)
     reports, _ = Report.objects.filter(received_at__lt=cutoff, keep=False).delete()
+    reports += _drop_derived_raw()
+    thin = timezone.now() - timedelta(hours=settings.SAMPLE_FULL_RESOLUTION_HOURS)
     return {"reports": reports,
-            "metric_samples": _thin(MetricSample.objects.filter(ts__lt=cutoff), "server_id"),
-            "gpu_samples": _thin(GpuSample.objects.filter(ts__lt=cutoff), "gpu_id")}
+            "metric_samples": _thin(MetricSample.objects.filter(ts__lt=thin), "server_id"),
+            "gpu_samples": _thin(GpuSample.objects.filter(ts__lt=thin), "gpu_id")}
+
+
+def _drop_derived_raw() -> int:
+    """Delete raw reports already derived into samples and evaluated, older than
+    ``REPORT_RAW_RETENTION_MINUTES``, unless kept (something changed: version, flags, env,
+    template, GPUs, models), the newest of a server (``Server.last_report``) or the start of
+    a metric window (``ServerAuditState.metrics_baseline``). Returns the count (issue 14:
+    most reports repeat the previous one; their numbers live on in the samples)."""
+    from django.apps import apps
+
+    cutoff = timezone.now() - timedelta(minutes=settings.REPORT_RAW_RETENTION_MINUTES)
+    newest = Server.objects.exclude(last_report=None).values("last_report_id")
+    doomed = (Report.objects.filter(received_at__lt=cutoff, keep=False,
+                                    derived_at__isnull=False, evaluated_at__isnull=False)
+              .exclude(pk__in=newest))
+    if apps.is_installed("audit"):  # the audit app is above fleet: look it up, not import it
+        state = apps.get_model("audit", "ServerAuditState")
+        doomed = doomed.exclude(pk__in=state.objects.exclude(metrics_baseline=None)
+                                .values("metrics_baseline_id"))
+    deleted, _ = Report.objects.filter(pk__in=list(doomed.values_list("pk", flat=True)
+                                                   [:RAW_PRUNE_BATCH])).delete()
+    return deleted
+
+
+#: Raw reports deleted per prune run (every run is a few seconds of work at most; the
+#: hourly beat catches up over the next runs).
+RAW_PRUNE_BATCH = 50_000
 
 
 def _thin(old: QuerySet, owner: str) -> int:

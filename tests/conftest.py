@@ -131,13 +131,20 @@ def enrolled(host_factory: Any) -> Callable[..., tuple[Any, str]]:
 
 @pytest.fixture
 def post_report(client: Any) -> Callable[..., Any]:
-    """POST a report (dict, or raw bytes) to /api/v1/reports with an optional token."""
+    """POST a report (dict, or raw bytes) to /api/v1/reports with an optional token, then
+    run the worker's first step on an accepted one (``fleet.recording.derive_report``: ingest
+    only stores the raw body; the on-commit task never runs inside a test transaction)."""
+    from fleet.recording import derive_report
+
     def post(body: dict[str, Any] | bytes, token: str | None, gzipped: bool = False,
              http: Any = None) -> Any:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if gzipped:
             data, headers["Content-Encoding"] = gzip.compress(data), "gzip"
-        return (http or client).post("/api/v1/reports", data, content_type="application/json",
-                                     headers=headers)
+        response = (http or client).post("/api/v1/reports", data,
+                                          content_type="application/json", headers=headers)
+        if response.status_code == 202:
+            derive_report(response.json()["report_id"])
+        return response
     return post

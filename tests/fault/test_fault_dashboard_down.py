@@ -1,5 +1,6 @@
 """The dashboard goes down (SIGKILL, mid-request or not) and comes back, twice, while a
-real ``fleet-agent`` keeps reporting: every report is stored exactly once, in order."""
+real ``fleet-agent`` keeps reporting: every report is stored exactly once, in order, and
+deriving them (the worker's step; no worker runs here) leaves the host at the newest."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from faultkit import FAKE_MACHINE_ID, wait_for
 
 from fleet.models import ChangeEvent, Report
+from fleet.recording import derive_report
 
 pytestmark = [pytest.mark.slow]
 
@@ -39,6 +41,8 @@ def test_an_agent_loses_nothing_and_duplicates_nothing_across_dashboard_outages(
     assert len(stored) == len(set(stored))              # each report stored once
     assert stored + left == created                     # nothing lost, order kept
     assert len(stored) >= 9
+    for report_id in stored:                            # the worker's step, in arrival order
+        derive_report(report_id)
     host.refresh_from_db()
     newest = Report.objects.get(report_id=stored[-1])
     assert host.last_collected_at == newest.collected_at

@@ -9,6 +9,7 @@ from django.db import connection
 from django.test import Client
 
 from fleet.models import Gpu, Host, Report, Server
+from fleet.recording import derive_report
 
 
 @pytest.mark.django_db
@@ -86,6 +87,8 @@ def test_two_concurrent_posts_of_one_report_store_one_row(make_report, enrolled)
         thread.join(timeout=30)
     assert statuses == [202, 202]
     assert Report.objects.filter(report_id=report["report_id"]).count() == 1
+    assert derive_report(report["report_id"]) is True  # the worker's step, once
+    assert derive_report(report["report_id"]) is False
     assert Server.objects.count() == 1
 
 

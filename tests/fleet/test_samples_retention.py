@@ -69,6 +69,27 @@ def test_pruning_drops_old_unkept_reports_only(post_report, make_report, enrolle
     assert set(Report.objects.values_list("pk", flat=True)) == {baseline.pk, recent.pk}
 
 
+def test_unchanged_reports_go_once_derived_and_evaluated_but_their_samples_stay(
+        post_report, make_report, enrolled):
+    from fleet.models import Server
+
+    _, token = enrolled()
+    for i in range(4):
+        post_report(make_report(collected_at=stamp(i * 60), server=scrape(i * 60, 1000 + i)),
+                    token=token)
+    first, second, third, newest = Report.objects.order_by("collected_at")
+    Report.objects.update(evaluated_at=timezone.now())  # the worker's second step
+    past = timezone.now() - timedelta(minutes=settings.REPORT_RAW_RETENTION_MINUTES + 1)
+    Report.objects.exclude(pk=third.pk).update(received_at=past)
+    MetricSample.objects.update(ts=timezone.now())  # inside the full-resolution window
+    GpuSample.objects.update(ts=timezone.now())
+    assert prune_reports()["reports"] == 1  # the second: unchanged, derived, evaluated, old
+    # first: the first report (kept); third: too young; newest: the server's latest
+    assert set(Report.objects.values_list("pk", flat=True)) == {first.pk, third.pk, newest.pk}
+    assert Server.objects.get().last_report_id == newest.pk
+    assert MetricSample.objects.count() == 4 and GpuSample.objects.count() == 4
+
+
 def test_pruning_thins_old_samples_to_one_per_hour(post_report, make_report, enrolled):
     _, token = enrolled()
     for i in range(4):
