@@ -21,6 +21,7 @@ from advice.recommend.plan import (
     display,
     docker_argv,
     env_assignment,
+    image_for,
     ordered_keys,
     render_argv,
     shell_join,
@@ -81,6 +82,9 @@ def server_result(server: dict, ctx: dict, profile: dict, outcome: Any,
     out["diff"] = diff(server, ctx, plan, outcome.contexts[0])
     out["expected"] = expected(ctx, plan, profile["profile"])
     out["notes"] += plan.notes + arithmetic_notes(plan, outcome.contexts[0])
+    image_note = image_for(plan)[1]
+    if image_note:
+        out["notes"].append(image_note + ".")
     return out
 
 
