@@ -66,3 +66,19 @@ def test_a_model_served_from_a_local_path_is_mounted_into_the_container() -> Non
         # The decided family (Gemma 4) keeps its own parsers.
         assert words[words.index("--reasoning-parser") + 1] == "gemma4"
         assert words[words.index("--tool-call-parser") + 1] == "gemma4"
+
+
+def test_max_model_len_never_exceeds_what_the_note_says_tp1_can_serve() -> None:
+    """Issue 13.8: a latency workload with 15-token prompts at TP=1 was raised to 262144
+    while the note said TP=1 cannot serve documents that long."""
+    from rkit import prompt_metrics
+
+    report = host_report(H100, 1, serve(AWQ_31B, "--max-model-len", "32768"),
+                         metrics=prompt_metrics([15] * 500, running=1))
+    item = recommend_report(report, workload="latency")["servers"][0]
+    assert item["layout"] == "1 x TP=1"
+    argv = item["replicas"][0]["argv"]
+    value = int(argv[argv.index("--max-model-len") + 1])
+    note = next(n for n in item["notes"] if n.startswith("--max-model-len"))
+    held = int(note.split("holds about ")[1].split(" ")[0])
+    assert value <= held < 262144
