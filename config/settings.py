@@ -49,6 +49,16 @@ try:
     }
 except ValueError as exc:  # unknown scheme or malformed URL
     raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default serves pages while the demo's fleet writes reports: WAL lets
+    # readers run beside the writer, a busy timeout waits (seconds) instead of answering
+    # "database is locked", and IMMEDIATE transactions take the write lock up front so two
+    # writers queue rather than deadlock on a lock upgrade (Django 5.1+ SQLite options).
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    })
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")

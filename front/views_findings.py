@@ -30,7 +30,7 @@ from audit.kb.coverage import coverage
 from audit.kb.paths import active_kb_dirs
 from audit.kb.versions import parse_version, version_tuple
 from audit.models import SEVERITY_ORDER, Finding, Rule
-from audit.rulebook import current_knowledge_base, sync_rules
+from audit.rulebook import current_knowledge_base, unsaved_rules
 from fleet.access import can, permits
 from fleet.models import Server
 from front.forms import AcknowledgeForm, SilenceForm
@@ -281,9 +281,10 @@ def rule_matches(rule: Rule, q: str) -> bool:
 
 
 def _mirror() -> list[Rule]:
-    if not Rule.objects.filter(active=True).exists():
-        sync_rules()  # first visit on a fresh database: mirror the rule files
-    return list(Rule.objects.filter(active=True))
+    """Active rules from the mirror; before anything mirrored them (load_rules at startup or
+    the first evaluation), the rule files as unsaved rows: a GET never writes."""
+    rules = list(Rule.objects.filter(active=True))
+    return rules or unsaved_rules()
 
 
 def short_reference(url: str) -> str:
@@ -333,8 +334,10 @@ def kb_rule(request: HttpRequest, rule_id: str) -> HttpResponse:
     """One rule and the servers it currently fires on."""
     from audit import kb_status
 
-    _mirror()
-    rule = get_object_or_404(Rule, rule_id=rule_id)
+    rule = Rule.objects.filter(rule_id=rule_id).first() or next(
+        (r for r in _mirror() if r.rule_id == rule_id), None)
+    if rule is None:
+        raise Http404(f"no rule {rule_id}")
     findings = (Finding.objects.active().filter(rule_id=rule_id)
                 .select_related("host", "server").order_by("host__hostname", "server__identity"))
     page = Paginator(findings, FINDINGS_PER_PAGE).get_page(request.GET.get("page"))
