@@ -67,8 +67,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: $(STAMP) services lint
-	@command -v chromium >/dev/null 2>&1 || apt-get install -y chromium \
-		|| echo "chromium missing: browser tests will be skipped (apt-get install -y chromium)"
+	@# Installing Chromium is .ci/run's job; make test never runs apt-get.
+	@command -v chromium >/dev/null 2>&1 || \
+		echo "chromium missing: browser tests will be skipped (install it: apt-get install -y chromium)"
 	$(TEST_ENV) $(BIN)/pytest
 
 # Every bench/*.py in turn (common.py and fleetgen.py are libraries). The server benches
