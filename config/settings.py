@@ -26,6 +26,9 @@ DEBUG = env_bool("DEBUG", False)
 _secret = env_str("SECRET_KEY")
 #: True when SECRET_KEY was not set outside DEBUG: check fleet.E001 fails, wsgi refuses.
 SECRET_KEY_MISSING = _secret is None and not DEBUG
+#: .env.example's placeholder: copied unchanged it is as good as no key (check fleet.E002).
+SECRET_KEY_PLACEHOLDER = "change-me-to-a-long-random-string"  # noqa: S105 - the known bad value
+SECRET_KEY_IS_PLACEHOLDER = _secret == SECRET_KEY_PLACEHOLDER and not DEBUG
 # A random per-process key keeps non-serving commands working; sessions signed
 # with it die with the process, which is why serving refuses to start with it.
 SECRET_KEY = _secret or ("insecure-demo-key-debug-only" if DEBUG else secrets.token_urlsafe(50))
