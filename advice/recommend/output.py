@@ -152,7 +152,8 @@ def diff(server: dict, ctx: dict, plan: Plan, rec_ctx: dict) -> list[dict[str, A
     if plan.version != ctx["vllm"].get("version"):
         rows.append({"flag": "vLLM version", "current": str(ctx["vllm"].get("version")),
                      "current_is_default": False, "recommended": str(plan.version),
-                     "reason": "release to run (see version.reason)",
+                     "reason": "the newest release the knowledge base knows at which this "
+                               "command raises nothing above medium",
                      "references": ["seed:000_ffb301503ad246f2.txt#Version ceiling"],
                      "extrapolated": None})
     keys = ordered_keys({**{k: None for k in parsed if k != "model"}, **plan.values})

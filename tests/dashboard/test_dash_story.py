@@ -1,0 +1,51 @@
+"""Issue 13.7: pages speak words, not internal fields: rule pages render message placeholders
+as words, and the recommender's diff never says "see version.reason"."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from audit.rulebook import current_knowledge_base
+from front.templatetags.audit_tags import placeholders_as_words
+
+
+def test_placeholders_read_as_words():
+    text = placeholders_as_words("vLLM {version} serving {model} at {util:.2f} on {gpu}")
+    assert "{" not in text and "}" not in text
+    assert "the vLLM version" in text and "the model" in text and "the util" in text
+
+
+@pytest.mark.django_db
+def test_a_rule_page_shows_no_raw_placeholder(client, role_user):
+    client.force_login(role_user("viewer"))
+    rule = next(r for r in current_knowledge_base().rules if "{version}" in r.message)
+    body = client.get(f"/kb/{rule.id}/").content.decode()
+    message = body.split("<dt>Message</dt>", 1)[1].split("</dd>", 1)[0]
+    assert not re.search(r"\{[a-z_]+\}", message)
+    assert "the vLLM version" in message
+
+
+def test_the_version_row_of_the_diff_explains_itself():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
+    from rkit import AWQ_31B, host_report, serve
+
+    from advice.recommend import recommend_report
+
+    report = host_report("NVIDIA H100 80GB HBM3", 1, serve(AWQ_31B), version="0.19.1")
+    item = recommend_report(report)["servers"][0]
+    rows = [d for d in item["diff"] if d["flag"] == "vLLM version"]
+    assert rows and all("version.reason" not in d["reason"] for d in rows)
+
+
+@pytest.mark.django_db
+def test_the_host_page_names_the_model_in_words(client, role_user, demo_fleet):
+    client.force_login(role_user("viewer"))
+    for host in demo_fleet["hosts"]:
+        body = client.get(f"/hosts/{host.code}/").content.decode()
+        assert ", ?" not in body and "other," not in body
+        assert "family" in body
