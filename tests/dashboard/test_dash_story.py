@@ -49,3 +49,25 @@ def test_the_host_page_names_the_model_in_words(client, role_user, demo_fleet):
         body = client.get(f"/hosts/{host.code}/").content.decode()
         assert ", ?" not in body and "other," not in body
         assert "family" in body
+
+
+@pytest.mark.django_db
+def test_the_overview_headline_is_what_just_happened(demo_fleet):
+    """A crash loop (high) heads the row before a generic critical advisory; the host still
+    sorts by its worst severity."""
+    from audit.models import Finding
+    from fleet.models import Host
+    from front.views_overview import annotate_worst
+
+    host = demo_fleet["hosts"][0]
+    template = Finding.objects.filter(host=host).first()
+    server = template.server
+    Finding.objects.filter(host=host).delete()
+    common = {"host": host, "server": server, "message": "m", "status": "open"}
+    Finding.objects.create(rule_id="generic-advice", kind="pitfall", severity="critical",
+                           title="Generic advisory", **common)
+    Finding.objects.create(rule_id="crash-loop", kind="known_issue", severity="high",
+                           title="The server is crash-looping", **common)
+    row = annotate_worst(Host.objects.filter(pk=host.pk)).get()
+    assert row.worst_title == "The server is crash-looping"
+    assert row.worst_rank == 4  # critical still ranks the host
