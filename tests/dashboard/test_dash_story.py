@@ -71,3 +71,25 @@ def test_the_overview_headline_is_what_just_happened(demo_fleet):
     row = annotate_worst(Host.objects.filter(pk=host.pk)).get()
     assert row.worst_title == "The server is crash-looping"
     assert row.worst_rank == 4  # critical still ranks the host
+
+
+@pytest.mark.django_db
+def test_the_host_page_opens_with_what_to_do(client, role_user, demo_fleet):
+    """Issue 13.7: the recommended command and the three findings that matter come first,
+    before the charts and the per-server cards."""
+    from audit.models import Finding
+
+    client.force_login(role_user("viewer"))
+    shown = 0
+    for host in demo_fleet["hosts"]:
+        body = client.get(f"/hosts/{host.code}/").content.decode()
+        top = body[body.index('id="what-to-do"'):body.index("<h2>Charts")]
+        worst = (Finding.objects.filter(host=host).exclude(status="resolved")
+                 .order_by("-first_seen"))
+        titles = [f.title for f in worst]
+        listed = top.count('<li><span class="sev')
+        assert listed == min(3, len(titles))
+        if titles:
+            assert any(t in top for t in titles)
+        shown += top.count("vllm serve")
+    assert shown >= 1  # at least one demo host has a command to run
