@@ -39,18 +39,23 @@ agent-wheel: $(STAMP)
 demo: $(STAMP) agent-wheel
 	mkdir -p var
 	$(DEMO_RUN_ENV) $(BIN)/python manage.py migrate --noinput -v0
+	@# Rules are mirrored into the database here (startup), never by a page view.
+	$(DEMO_RUN_ENV) $(BIN)/python manage.py load_rules
 	$(DEMO_RUN_ENV) $(BIN)/python manage.py demo_seed --no-fixtures \
 		--alert-email ops@example.com \
 		--alert-webhook http://127.0.0.1:$(DEMO_HOOK_PORT)/fleet-alerts
 	@echo ""
 	@echo "  vLLM Fleet Audit demo: http://127.0.0.1:$(DEMO_PORT)/   login: demo / demo"
 	@echo "  replayed fleet: var/simulator.log; alerts: var/mail/ and var/webhook/"
+	@echo "  requests and server errors: var/runserver.log"
+	@test ! -f var/sim/epoch.json || echo "  re-run: the demo's hosts keep their enrollment and the final state \
+	is held; make demo-reset replays the story from an empty database"
 	@echo ""
 	@$(DEMO_RUN_ENV) bash -c 'demo/run_sim.sh $(BIN)/python manage.py simulate_fleet \
 		--url http://127.0.0.1:$(DEMO_PORT) --receiver-port $(DEMO_HOOK_PORT) \
 		& sim=$$!; \
 		trap "kill $$sim 2>/dev/null; wait $$sim 2>/dev/null" EXIT; \
-		$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(DEMO_PORT)'
+		$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(DEMO_PORT) 2>>var/runserver.log'
 
 demo-reset:
 	rm -rf var
@@ -62,8 +67,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: $(STAMP) services lint
-	@command -v chromium >/dev/null 2>&1 || apt-get install -y chromium \
-		|| echo "chromium missing: browser tests will be skipped (apt-get install -y chromium)"
+	@# Installing Chromium is .ci/run's job; make test never runs apt-get.
+	@command -v chromium >/dev/null 2>&1 || \
+		echo "chromium missing: browser tests will be skipped (install it: apt-get install -y chromium)"
 	$(TEST_ENV) $(BIN)/pytest
 
 # Every bench/*.py in turn (common.py and fleetgen.py are libraries). The server benches

@@ -114,8 +114,11 @@ def verdict(changes: dict[str, list], target: str, kb: KnowledgeBase) -> dict[st
 
 def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
                 history: list[dict[str, Any]] | None = None,
-                kb: KnowledgeBase | None = None, label: str | None = None) -> dict[str, Any]:
-    """Plan one server's move to ``target`` (any PEP 440 / tag form).
+                kb: KnowledgeBase | None = None, label: str | None = None,
+                current: tuple[dict, list[FindingResult]] | None = None) -> dict[str, Any]:
+    """Plan one server's move to ``target`` (any PEP 440 / tag form); ``current`` is the
+    server's (context, findings) today when the caller already has them (plan_fleet reuses
+    them across candidates instead of evaluating the same report once per candidate).
 
     Returns ``{"pid", "base_url", "model", "current", "target", "target_raw", "label",
     "verdict", "reasons", "upstream_issues", "appear", "disappear", "escalate",
@@ -124,10 +127,10 @@ def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
     """
     kb = _kb(kb)
     normalised = normalise_target(target)
-    now = build_context(server, report, history)
+    now, before = current or _current(server, report, history, kb)
     then = build_context(_as_if(server, target), report, history)
     then["vllm"].update(version=normalised, version_raw=target)
-    changes = compare(list(kb.evaluate(now)), list(kb.evaluate(then)))
+    changes = compare(before, list(kb.evaluate(then)))
     return {"pid": server.get("pid"), "base_url": server.get("base_url"),
             "model": now["flags"].get("model"), "current": now["vllm"].get("version"),
             "target": normalised, "target_raw": target,
@@ -135,6 +138,12 @@ def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
             "refused_flags": then["flags_meta"].get("not_accepted") or [],
             "label": label or f"upgrade to {normalised}",
             **verdict(changes, normalised, kb), **changes}
+
+
+def _current(server: dict[str, Any], report: dict[str, Any], history: list[dict] | None,
+             kb: KnowledgeBase) -> tuple[dict, list[FindingResult]]:
+    now = build_context(server, report, history)
+    return now, list(kb.evaluate(now))
 
 
 def plan_report(report: dict[str, Any], target: str, history: list[dict] | None = None,
@@ -174,10 +183,12 @@ def plan_fleet(reports: list[dict[str, Any]], targets: list[str] | None = None,
     it would block or put at risk. Returns ``{"candidates": [{"target", "servers",
     "blocked", "risky", "safe", "breaks", "plans"}]}`` where ``breaks`` = blocked."""
     kb = _kb(kb)
+    pairs = [(s, r) for r in reports for s in r.get("servers") or []]
+    today = [_current(s, r, None, kb) for s, r in pairs]
     out = []
     for target in targets or known_versions(kb):
-        plans = [plan_server(s, r, target, None, kb) for r in reports
-                 for s in r.get("servers") or []]
+        plans = [plan_server(s, r, target, None, kb, current=now)
+                 for (s, r), now in zip(pairs, today, strict=True)]
         counts = {w: sum(p["verdict"] == w for p in plans) for w in ("blocked", "risky", "safe")}
         out.append({"target": normalise_target(target), "servers": len(plans), **counts,
                     "breaks": counts["blocked"], "plans": plans})

@@ -73,6 +73,17 @@ def sync_rules(kb: KnowledgeBase | None = None) -> tuple[str, bool]:
     return kb.version, True
 
 
+def unsaved_rules(kb: KnowledgeBase | None = None) -> list:
+    """The current rule files as unsaved :class:`audit.models.Rule` rows (nothing written):
+    what a page shows before the first ``load_rules``/evaluation mirrored them, so a GET
+    never writes (issue 13.9: a GET mirroring rules met the simulator's writes and answered
+    "database is locked" on SQLite)."""
+    from audit.models import Rule
+
+    kb = kb or current_knowledge_base()
+    return [Rule(rule_id=rule.id, **_rule_fields(rule, kb)) for rule in kb.rules]
+
+
 def _rule_fields(rule, kb: KnowledgeBase) -> dict:
     return {
         "title": rule.title, "kind": rule.kind, "severity": rule.severity,

@@ -26,6 +26,9 @@ DEBUG = env_bool("DEBUG", False)
 _secret = env_str("SECRET_KEY")
 #: True when SECRET_KEY was not set outside DEBUG: check fleet.E001 fails, wsgi refuses.
 SECRET_KEY_MISSING = _secret is None and not DEBUG
+#: .env.example's placeholder: copied unchanged it is as good as no key (check fleet.E002).
+SECRET_KEY_PLACEHOLDER = "change-me-to-a-long-random-string"  # noqa: S105 - the known bad value
+SECRET_KEY_IS_PLACEHOLDER = _secret == SECRET_KEY_PLACEHOLDER and not DEBUG
 # A random per-process key keeps non-serving commands working; sessions signed
 # with it die with the process, which is why serving refuses to start with it.
 SECRET_KEY = _secret or ("insecure-demo-key-debug-only" if DEBUG else secrets.token_urlsafe(50))
@@ -49,6 +52,16 @@ try:
     }
 except ValueError as exc:  # unknown scheme or malformed URL
     raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default serves pages while the demo's fleet writes reports: WAL lets
+    # readers run beside the writer, a busy timeout waits (seconds) instead of answering
+    # "database is locked", and IMMEDIATE transactions take the write lock up front so two
+    # writers queue rather than deadlock on a lock upgrade (Django 5.1+ SQLite options).
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    })
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")

@@ -2,6 +2,9 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
 
 from fleet.api import api
@@ -11,7 +14,15 @@ from front.prometheus import metrics as prometheus_metrics
 # The admin's sign-in counts failures with the dashboard's (fleet.login_throttle).
 admin.site.login_form = ThrottledAdminAuthenticationForm
 
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page says: send them to the static file."""
+    return redirect(static("favicon.ico"), permanent=True)
+
+
 urlpatterns = [
+    path("favicon.ico", favicon),
     # Human pages (front), each concern's own pages (alerts, advice), agent distribution.
     path("", include("front.urls")),
     path("", include("front.urls_findings")),

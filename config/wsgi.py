@@ -15,7 +15,7 @@ application = get_wsgi_application()
 
 from django.conf import settings  # noqa: E402  (needs the settings module set above)
 
-if settings.SECRET_KEY_MISSING:
+if settings.SECRET_KEY_MISSING or settings.SECRET_KEY_IS_PLACEHOLDER:
     raise ImproperlyConfigured("SECRET_KEY must be set to serve (or DEBUG=true for a demo)")
 
 # Validate the rules knowledge base at start: a broken rule file stops the server

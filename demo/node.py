@@ -239,6 +239,15 @@ class SimNode:
         token = deliver.enroll(server_url, secret, self.spec.machine_id, self.spec.hostname)
         agent_config.save(self.agent_config(server_url, token), self.config_path)
 
+    def saved_token(self, server_url: str) -> str | None:
+        """The token a previous run wrote to ``agent.toml`` for this ``server_url``, or None."""
+        try:
+            saved = agent_config.load(self.config_path)
+        except (OSError, ValueError):
+            return None
+        same = str(saved.server_url).rstrip("/") == server_url.rstrip("/")
+        return saved.token if same and saved.token else None
+
     def agent(self) -> runner.Agent:
         """The real agent for this node (config re-read, so URL overrides stay current)."""
         saved = agent_config.load(self.config_path)

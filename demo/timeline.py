@@ -179,10 +179,12 @@ class FleetSim:
                 log.info("timeline +%.0fs %s: %s", at - self.epoch, event.host, event.text)
         return done
 
-    def enroll(self, server_url: str, secret: str) -> None:
-        """Enroll every node (a fresh token each run, written to its ``agent.toml``)."""
-        for node in self.nodes.values():
-            node.enroll(server_url, secret)
+    def enroll(self, server_url: str, secret: str, skip: frozenset[str] = frozenset()) -> None:
+        """Enroll every node not in ``skip`` (a fresh token written to its ``agent.toml``);
+        the skipped ones keep the token a previous run wrote."""
+        for name, node in self.nodes.items():
+            if name not in skip:
+                node.enroll(server_url, secret)
 
     def run_round(self, stop: threading.Event | None = None) -> dict[str, dict]:
         """Apply due events, then one agent cycle per reporting node (sequentially)."""

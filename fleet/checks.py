@@ -16,6 +16,11 @@ def check_secret_key(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                       hint="Set SECRET_KEY to a long random string, e.g. "
                            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`.",
                       id="fleet.E001")]
+    if getattr(settings, "SECRET_KEY_IS_PLACEHOLDER", False):
+        return [Error("SECRET_KEY is still .env.example's placeholder.",
+                      hint="Replace it in .env with a long random string, e.g. "
+                           "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`.",
+                      id="fleet.E002")]
     return []
 
 

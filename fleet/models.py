@@ -375,6 +375,7 @@ class Gpu(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["host", "uuid"], name="gpu_uuid_per_host")]
         ordering = ["host", "index"]
+        verbose_name, verbose_name_plural = "GPU", "GPUs"
 
     def __str__(self) -> str:
         return f"{self.host} GPU{self.index} {self.name}"

@@ -120,11 +120,20 @@ def load(path: Path, missing_ok: bool = True) -> AgentConfig:
             data = tomllib.load(fh)
     except FileNotFoundError:
         if missing_ok:
-            return AgentConfig()
+            return _state_beside(AgentConfig(), path, {})
         raise ConfigError(f"{path}: no such config file") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
-    return from_dict(data, str(path))
+    return _state_beside(from_dict(data, str(path)), path, data)
+
+
+def _state_beside(cfg: AgentConfig, path: Path, data: dict[str, Any]) -> AgentConfig:
+    """A config elsewhere than :data:`DEFAULT_CONFIG_PATH` that names no ``spool_dir`` keeps
+    its state beside itself (``<config dir>/spool``, ``<config dir>/state.json``): ``run
+    --config X`` as a user never writes under ``/var/lib/fleet-agent`` (issue 13.11)."""
+    if "spool_dir" not in data and Path(path) != Path(DEFAULT_CONFIG_PATH):
+        cfg.spool_dir = str(Path(path).resolve().parent / "spool")
+    return cfg
 
 
 def _typed(where: str, key: str, value: Any, kind: type) -> Any:
@@ -199,7 +208,8 @@ def dumps(cfg: AgentConfig) -> str:
     defaults = AgentConfig()
     for key in _SCALARS:
         value = getattr(cfg, key)
-        if value is not None and (value != getattr(defaults, key) or key == "interval_s"):
+        keep = key in ("interval_s", "spool_dir")  # spool_dir: a moved config keeps it
+        if value is not None and (value != getattr(defaults, key) or keep):
             lines.append(f"{key} = {_toml_value(value)}")
     if cfg.labels:
         lines += ["", "[labels]"] + [f"{_toml_str(k)} = {_toml_str(v)}"

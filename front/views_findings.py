@@ -30,7 +30,7 @@ from audit.kb.coverage import coverage
 from audit.kb.paths import active_kb_dirs
 from audit.kb.versions import parse_version, version_tuple
 from audit.models import SEVERITY_ORDER, Finding, Rule
-from audit.rulebook import current_knowledge_base, sync_rules
+from audit.rulebook import current_knowledge_base, unsaved_rules
 from fleet.access import can, permits
 from fleet.models import Server
 from front.forms import AcknowledgeForm, SilenceForm
@@ -281,9 +281,10 @@ def rule_matches(rule: Rule, q: str) -> bool:
 
 
 def _mirror() -> list[Rule]:
-    if not Rule.objects.filter(active=True).exists():
-        sync_rules()  # first visit on a fresh database: mirror the rule files
-    return list(Rule.objects.filter(active=True))
+    """Active rules from the mirror; before anything mirrored them (load_rules at startup or
+    the first evaluation), the rule files as unsaved rows: a GET never writes."""
+    rules = list(Rule.objects.filter(active=True))
+    return rules or unsaved_rules()
 
 
 def short_reference(url: str) -> str:
@@ -333,8 +334,10 @@ def kb_rule(request: HttpRequest, rule_id: str) -> HttpResponse:
     """One rule and the servers it currently fires on."""
     from audit import kb_status
 
-    _mirror()
-    rule = get_object_or_404(Rule, rule_id=rule_id)
+    rule = Rule.objects.filter(rule_id=rule_id).first() or next(
+        (r for r in _mirror() if r.rule_id == rule_id), None)
+    if rule is None:
+        raise Http404(f"no rule {rule_id}")
     findings = (Finding.objects.active().filter(rule_id=rule_id)
                 .select_related("host", "server").order_by("host__hostname", "server__identity"))
     page = Paginator(findings, FINDINGS_PER_PAGE).get_page(request.GET.get("page"))
@@ -351,43 +354,62 @@ def kb_rule(request: HttpRequest, rule_id: str) -> HttpResponse:
 
 
 def version_rows() -> list[dict[str, Any]]:
-    """The fleet's running vLLM versions, newest first, with server/host counts, the
-    high+ known_issue/ceiling findings on them (risky; critical = blocked), pending
-    upgrades onto them, and whether they are newer than the KB's ``verified_through``."""
+    """The fleet's vLLM versions (running, or the target of a pending upgrade), newest first,
+    with server/host counts and two separate lists (issue 13.6): ``rules`` - what the
+    *release* brings (high+ findings of version-gated rules: risky; critical = blocked) -
+    and ``config_rules`` - what a *configuration* on it does wrong (other high+ findings),
+    which never marks the release risky; ``pending_onto`` counts servers whose installed
+    package is this version while they still run another (an upgrade waiting for a restart);
+    ``state`` also says whether the version is newer than the KB's ``verified_through``."""
     running = Server.objects.filter(is_running=True).order_by()
-    counts = running.values("vllm_version").annotate(
-        servers=Count("pk"), hosts=Count("host_id", distinct=True))
+    counts = list(running.values("vllm_version").annotate(
+        servers=Count("pk"), hosts=Count("host_id", distinct=True)))
     pending = dict(running.exclude(installed_vllm_version="")
                    .exclude(installed_vllm_version=F("vllm_version"))
                    .values_list("installed_vllm_version").annotate(n=Count("pk")))
-    risky: dict[str, dict[str, Any]] = defaultdict(lambda: {"servers": set(), "rules": {}})
+    seen = {row["vllm_version"] for row in counts}
+    counts += [{"vllm_version": v, "servers": 0, "hosts": 0} for v in pending if v not in seen]
+    kb = current_knowledge_base()
+    gated = {rule.id for rule in kb.rules if rule.version_gated}
+    release, config = _version_findings(gated)
+    rows = []
+    for row in counts:
+        raw = row["vllm_version"]
+        info = parse_version(raw or None)
+        entry = release.get(raw, {"servers": set(), "rules": {}})
+        severities = set(entry["rules"].values())
+        state = ("blocked" if "critical" in severities else "risky" if severities else
+                 "unvetted" if version_gt(info.version, kb.verified_through) else
+                 "unknown" if info.version is None else "ok")
+        rows.append({"raw": raw or "unknown", "version": info.version, "state": state,
+                     "servers": row["servers"], "hosts": row["hosts"],
+                     "risky_servers": len(entry["servers"]),
+                     "rules": _by_severity(entry["rules"]),
+                     "config_rules": _by_severity(config.get(raw, {}).get("rules", {})),
+                     "pending_onto": pending.get(raw, 0)})
+    return _newest_first(rows)
+
+
+def _version_findings(gated: set[str]) -> tuple[dict, dict]:
+    """``(release, config)``: ``{version: {"servers": {id}, "rules": {rule_id: severity}}}``
+    of high+ active findings on running servers, split by whether the rule is version-gated."""
+    out: tuple[dict, dict] = (defaultdict(lambda: {"servers": set(), "rules": {}}),
+                              defaultdict(lambda: {"servers": set(), "rules": {}}))
     for version, server_id, rule_id, severity in (
             Finding.objects.active().filter(kind__in=RISKY_KINDS,
                                             severity__in=("critical", "high"),
                                             server__is_running=True)
             .order_by().values_list("server__vllm_version", "server_id", "rule_id", "severity")
             .distinct()):
-        risky[version]["servers"].add(server_id)
-        rules = risky[version]["rules"]
-        if SEVERITY_ORDER[severity] >= SEVERITY_ORDER[rules.get(rule_id, severity)]:
-            rules[rule_id] = severity
-    vetted = current_knowledge_base().verified_through
-    rows = []
-    for row in counts:
-        raw = row["vllm_version"]
-        info = parse_version(raw or None)
-        entry = risky.get(raw, {"servers": set(), "rules": {}})
-        severities = set(entry["rules"].values())
-        state = ("blocked" if "critical" in severities else "risky" if severities else
-                 "unvetted" if version_gt(info.version, vetted) else
-                 "unknown" if info.version is None else "ok")
-        rows.append({"raw": raw or "unknown", "version": info.version, "state": state,
-                     "servers": row["servers"], "hosts": row["hosts"],
-                     "risky_servers": len(entry["servers"]),
-                     "rules": sorted(entry["rules"].items(),
-                                     key=lambda kv: -SEVERITY_ORDER[kv[1]]),
-                     "pending_onto": pending.get(raw, 0)})
-    return _newest_first(rows)
+        entry = out[0 if rule_id in gated else 1][version]
+        entry["servers"].add(server_id)
+        if SEVERITY_ORDER[severity] >= SEVERITY_ORDER[entry["rules"].get(rule_id, severity)]:
+            entry["rules"][rule_id] = severity
+    return out
+
+
+def _by_severity(rules: dict[str, str]) -> list[tuple[str, str]]:
+    return sorted(rules.items(), key=lambda kv: -SEVERITY_ORDER[kv[1]])
 
 
 def _newest_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -197,6 +197,7 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     chart_data = {"start": axis_start.timestamp() * 1000, "end": now.timestamp() * 1000,
                   "charts": host_charts + [c for b in blocks for c in b["charts"]]}
     return render(request, "front/host_detail.html", {
+        "todo": what_to_do(blocks),
         "host": host, "now": now, "status": host_status(host, now), "gpus": gpus,
         "servers": blocks, "hidden_servers": hidden_servers,
         "host_events": events.get(None, []), "window": window,
@@ -204,6 +205,26 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
         "can_operate": can(request.user, "acknowledge"), "rec_template": _rec_template(),
         "failed_start_errors": _failed_start_errors(host, reports),
     })
+
+
+#: Findings the host page's summary names (issue 13.7: "the three findings that matter").
+TODO_FINDINGS = 3
+
+
+def what_to_do(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The host page's opening summary: ``findings`` (the :data:`TODO_FINDINGS` most severe
+    active ones over all servers, newest first within a severity) and ``commands``
+    ([{server, layout, command}] for each server whose recommendation changes something)."""
+    found = [f for b in blocks for f in b["findings"] if f.status != "resolved"]
+    found.sort(key=lambda f: (-SEVERITY_ORDER.get(f.severity, 0), -f.first_seen.timestamp()))
+    commands = []
+    for b in blocks:
+        rec = b["recommendation"] or {}
+        if rec.get("status") == "ok" and rec.get("replicas") and rec.get("diff"):
+            commands.append({"server": b["server"], "layout": rec.get("layout"),
+                             "command": rec["replicas"][0]["command"],
+                             "more": len(rec["replicas"]) - 1})
+    return {"findings": found[:TODO_FINDINGS], "commands": commands}
 
 
 def _failed_start_errors(host: Host, reports: dict[int, Report]) -> list[str]:

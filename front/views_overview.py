@@ -70,6 +70,13 @@ ACTIVE = ("open", "acknowledged", "silenced")
 RANK_CASE = Case(*[When(severity=name, then=Value(rank)) for name, rank in
                    SEVERITY_ORDER.items()], default=Value(0), output_field=IntegerField())
 
+#: Findings that say what just happened on a host (issue 13.7): live metric rules (a
+#: collapse, a queue), the crash loop (audit.crashloop.CRASH_LOOP_RULE_ID) and upgrade rules.
+#: At high or above they head the overview's row before generic configuration advisories.
+HAPPENED_CASE = Case(When(Q(severity__in=("critical", "high")) & (
+    Q(kind="metric") | Q(rule_id="crash-loop") | Q(rule_id__contains="upgrade")),
+    then=Value(1)), default=Value(0), output_field=IntegerField())
+
 
 # ----------------------------------------------------------------------------- status
 
@@ -188,15 +195,20 @@ def filtered_hosts(params: dict[str, str], statuses: dict[str, Q]) -> QuerySet[H
 
 
 def annotate_worst(hosts: QuerySet[Host]) -> QuerySet[Host]:
-    """Add ``worst_rank`` (4 critical .. 0 info, None when clean), ``worst_title``,
-    ``worst_severity`` and ``open_findings`` as correlated subqueries."""
+    """Add ``worst_rank`` (4 critical .. 0 info, None when clean), ``worst_title`` and
+    ``worst_severity`` (the row's headline: :data:`HAPPENED_CASE` first, then the worst)
+    and ``open_findings`` as correlated subqueries."""
     worst = (Finding.objects.filter(status__in=ACTIVE, host=OuterRef("pk"))
              .annotate(rank=RANK_CASE).order_by("-rank", "-last_seen"))
+    # The row's headline: what just happened first, then the worst, the newest first.
+    headline = (Finding.objects.filter(status__in=ACTIVE, host=OuterRef("pk"))
+                .annotate(rank=RANK_CASE, happened=HAPPENED_CASE)
+                .order_by("-happened", "-rank", "-first_seen"))
     count = (Finding.objects.filter(status__in=ACTIVE, host=OuterRef("pk")).order_by()
              .values("host").annotate(n=Count("pk")).values("n"))
     return hosts.annotate(worst_rank=Subquery(worst.values("rank")[:1]),
-                          worst_title=Subquery(worst.values("title")[:1]),
-                          worst_severity=Subquery(worst.values("severity")[:1]),
+                          worst_title=Subquery(headline.values("title")[:1]),
+                          worst_severity=Subquery(headline.values("severity")[:1]),
                           open_findings=Subquery(count, output_field=IntegerField()))
 
 

@@ -353,12 +353,15 @@ def _set_context(plan: Plan, ctx: dict[str, Any], fit: dict[str, Any], want: int
     extra = data.not_measured("real_text_long_context") if value > 2 * 16384 else None
     capacity = fit["probe"]["geometry"].get("kv_capacity_tokens_estimate")
     if fit["tp"] == 1 and capacity and value > capacity:
+        # The seeds show TP=1 cannot serve documents past its KV size (tp1_long_doc_limit):
+        # the command never asks for more than its own note says TP=1 can hold.
         limit = data.measurement("tp1_long_doc_limit")
-        extra = (f"{value} tokens exceeds the {capacity}-token KV size at TP=1; the "
-                 "sliding-layer cap that allows it was confirmed only at TP=2 (PUSH). Seed: "
-                 f"{limit['text']}. Check the engine's startup maximum before relying on it")
-        plan.notes.append(f"--max-model-len {value} at TP=1 is beyond the seeds' evidence: "
-                          f"{limit['text']} ({limit['source']}).")
+        value = max(step, int(capacity) // step * step)
+        why += f"; held at {value}, the {capacity}-token KV size at TP=1"
+        extra = data.not_measured("real_text_long_context") if value > 2 * 16384 else None
+        plan.notes.append(f"--max-model-len {value}: TP=1 holds about {capacity} tokens of KV "
+                          f"cache; longer documents need TP=2 ({limit['text']}, "
+                          f"{limit['source']}).")
     plan.set("max_model_len", value, why, [want_src, PITFALL_KV], extra)
 
 

@@ -21,6 +21,7 @@ from advice.recommend.plan import (
     display,
     docker_argv,
     env_assignment,
+    image_for,
     ordered_keys,
     render_argv,
     shell_join,
@@ -81,6 +82,9 @@ def server_result(server: dict, ctx: dict, profile: dict, outcome: Any,
     out["diff"] = diff(server, ctx, plan, outcome.contexts[0])
     out["expected"] = expected(ctx, plan, profile["profile"])
     out["notes"] += plan.notes + arithmetic_notes(plan, outcome.contexts[0])
+    image_note = image_for(plan)[1]
+    if image_note:
+        out["notes"].append(image_note + ".")
     return out
 
 
@@ -148,7 +152,8 @@ def diff(server: dict, ctx: dict, plan: Plan, rec_ctx: dict) -> list[dict[str, A
     if plan.version != ctx["vllm"].get("version"):
         rows.append({"flag": "vLLM version", "current": str(ctx["vllm"].get("version")),
                      "current_is_default": False, "recommended": str(plan.version),
-                     "reason": "release to run (see version.reason)",
+                     "reason": "the newest release the knowledge base knows at which this "
+                               "command raises nothing above medium",
                      "references": ["seed:000_ffb301503ad246f2.txt#Version ceiling"],
                      "extrapolated": None})
     keys = ordered_keys({**{k: None for k in parsed if k != "model"}, **plan.values})

@@ -122,17 +122,58 @@ def render_argv(plan: Plan, port: int | None = None) -> list[str]:
     return argv
 
 
+def _platform(plan: Plan) -> str:
+    """"rocm" when the replica's GPUs are AMD (NVML/amdsmi name or vendor), else "cuda"."""
+    first = next((gpu for group in plan.groups for gpu in group), {}) or {}
+    text = f"{first.get('vendor') or ''} {first.get('name') or ''}".lower()
+    return "rocm" if any(w in text for w in ("amd", "instinct", "radeon")) else "cuda"
+
+
+def image_for(plan: Plan) -> tuple[str, str | None]:
+    """(image, note) for ``docker run``: ``vllm/vllm-openai:vX.Y.Z`` only for a release the
+    knowledge base has a table for (``audit/kb/data/vllm/<release>.json``: published releases,
+    so the tag exists); an rc/dev build or an unknown release gets the unpinned image and a
+    note. An AMD/ROCm host never gets the CUDA image: ``rocm/vllm`` (AMD's published vLLM
+    image, https://hub.docker.com/r/rocm/vllm), unpinned because its tags do not follow vLLM's.
+    """
+    from audit.kb.vllm_tables import releases
+
+    if _platform(plan) == "rocm":
+        return "rocm/vllm:latest", ("AMD GPUs: AMD's ROCm image rocm/vllm (its tags do not "
+                                    "follow vLLM releases; pick the one carrying "
+                                    f"vLLM {plan.version or 'the recommended release'})")
+    if plan.version and plan.version in releases():
+        return f"vllm/vllm-openai:v{plan.version}", None
+    return "vllm/vllm-openai:latest", (f"no published image is known for vLLM "
+                                       f"{plan.version or 'this server'}: the command runs "
+                                       "the latest release image; pin the release you test")
+
+
+def model_mount(plan: Plan) -> list[str]:
+    """``-v PATH:PATH:ro`` when the model is served from a local path (``/model``), so the
+    container sees the same weights; a Hugging Face id needs only the cache mount."""
+    model = str(plan.model or "")
+    return ["-v", f"{model}:{model}:ro"] if model.startswith("/") and ":" not in model else []
+
+
 def docker_argv(plan: Plan, gpu_indices: list[int], port: int) -> list[str]:
-    """``docker run … vllm/vllm-openai:v<version> MODEL flags`` for one replica (the image's
-    entrypoint is ``vllm serve`` since vLLM 0.11.0, PR #25967)."""
-    tag = f"v{plan.version}" if plan.version else "latest"
+    """``docker run … IMAGE MODEL flags`` for one replica (the image's entrypoint is
+    ``vllm serve`` since vLLM 0.11.0, PR #25967); the image from :func:`image_for`, the
+    model's own directory mounted when it is a local path."""
+    image, _ = image_for(plan)
     devices = ",".join(str(i) for i in gpu_indices)
-    head = ["docker", "run", "-d", "--gpus", f'"device={devices}"', "--ipc=host",
-            "-p", f"{port}:{port}", "-v", HF_CACHE_MOUNT]
+    if _platform(plan) == "rocm":
+        # ROCm containers take the kernel devices, not --gpus (AMD's vLLM docker guide).
+        gpus = ["--device=/dev/kfd", "--device=/dev/dri", "--group-add=video",
+                "-e", f"HIP_VISIBLE_DEVICES={devices}"]
+    else:
+        gpus = ["--gpus", f'"device={devices}"']
+    head = ["docker", "run", "-d", *gpus, "--ipc=host",
+            "-p", f"{port}:{port}", "-v", HF_CACHE_MOUNT, *model_mount(plan)]
     if isinstance(plan.values.get("chat_template"), str) and \
             plan.values["chat_template"].startswith("/templates/"):
         head += ["-v", "/templates:/templates:ro"]
-    return head + [f"vllm/vllm-openai:{tag}"] + render_argv(plan, port)[2:]
+    return head + [image] + render_argv(plan, port)[2:]
 
 
 class HomeToken(str):

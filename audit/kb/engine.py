@@ -71,7 +71,7 @@ REQUIRED_FIELDS = frozenset(
 )
 OPTIONAL_FIELDS = frozenset(
     {"escalate", "evidence", "fixed_in", "confirmed_upstream", "checklist", "applies",
-     "needs", "log_signatures", "families"}
+     "needs", "log_signatures", "families", "supersedes"}
 )
 #: Bounds of ``log_signatures`` (issue 20): patterns per rule and characters per pattern.
 MAX_SIGNATURES = 10
@@ -167,6 +167,9 @@ class Rule:
     families: list[str] = field(default_factory=list)
     #: The condition and ``applies`` source text (coverage reads version literals from it).
     condition_text: str = ""
+    #: Rule ids this rule replaces when both fire on one server (``supersedes: [id]``): one
+    #: cause, one finding (issue 13.7). Checked at load: every id exists, none is its own.
+    supersedes: list[str] = field(default_factory=list)
 
 
 class _Formatter(string.Formatter):
@@ -415,8 +418,14 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
         isinstance(f, str) and ID_RE.match(f) for f in families
     ):
         raise v.fail("families: expected a list of lower-case slugs like [gemma4, qwen3]")
+    supersedes = raw.get("supersedes") or []
+    if not isinstance(supersedes, list) or not all(
+        isinstance(r, str) and ID_RE.match(r) and r != raw.get("id") for r in supersedes
+    ):
+        raise v.fail("supersedes: expected a list of other rule ids")
     applies = raw.get("applies")
     return {
+        "supersedes": list(supersedes),
         "families": list(families),
         "fixed_in": None if fixed_in is None else str(fixed_in),
         "confirmed_upstream": confirmed,
@@ -561,7 +570,14 @@ class KnowledgeBase:
             if cadence is None or rule.cadence == cadence:
                 _run_rule(rule, activation, ctx, findings, failures)
         self._note_unverified(ctx, findings)
-        return Evaluation(findings, failures)
+        return Evaluation(self._drop_superseded(findings), failures)
+
+    def _drop_superseded(self, findings: list[FindingResult]) -> list[FindingResult]:
+        """Findings minus those a fired rule's ``supersedes`` names (one cause, one finding)."""
+        by_id = {r.id: r for r in self.rules}
+        fired = {f.rule_id for f in findings if not f.evidence.get("cannot_check")}
+        gone = {x for rid in fired for x in getattr(by_id.get(rid), "supersedes", [])}
+        return [f for f in findings if f.rule_id not in gone] if gone else findings
 
     def _note_unverified(self, ctx: dict[str, Any], findings: list[FindingResult]) -> None:
         """On a release past ``verified_through``, a version-gated finding says so: the rule
@@ -609,6 +625,13 @@ def load_rules(paths: Sequence[str | Path] | None = None) -> KnowledgeBase:
                 raise RuleError(path, rule.id, f"duplicate id (first defined in {seen[rule.id]})")
             seen[rule.id] = str(path)
             rules.append(rule)
+    # A whole knowledge base (folders) must resolve every ``supersedes``; a hand-picked file
+    # subset (tests, `--rules FILE`) may leave the superseded rule out.
+    whole = not paths or all(Path(p).is_dir() for p in paths)
+    for rule in rules if whole else []:
+        unknown = [r for r in rule.supersedes if r not in seen]
+        if unknown:
+            raise RuleError(rule.file, rule.id, f"supersedes: no rule {unknown[0]!r}")
     digest = hashlib.sha256()
     for path, data, _doc in sorted(docs, key=lambda d: d[0].name):
         digest.update(f"{path.name}\0{len(data)}\0".encode())

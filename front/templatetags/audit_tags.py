@@ -17,3 +17,19 @@ def reference(ref: str) -> str:
     if shown.url:
         return format_html('<a href="{}" rel="noopener noreferrer">{}</a>', shown.url, shown.text)
     return format_html('<span class="muted">{}</span>', shown.text)
+
+
+@register.filter
+def placeholders_as_words(text: str) -> str:
+    """A rule message template for reading without a server: ``{gpu_memory_gib}`` becomes
+    "the GPU memory GiB", ``{version}`` "the vLLM version" (issue 13.7: raw placeholders
+    leaked onto rule pages). Format specs (``{x:.1f}``) drop with the braces."""
+    import re
+
+    words = {"version": "the vLLM version", "model": "the model", "gpu": "the GPU"}
+
+    def word(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return f"‹{words.get(name, 'the ' + name.replace('_', ' '))}›"
+
+    return re.sub(r"\{([a-z_][a-z0-9_]*)(?:![rsa])?(?::[^{}]*)?\}", word, str(text))

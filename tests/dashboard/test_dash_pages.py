@@ -234,15 +234,35 @@ def test_the_kb_flags_only_rules_verified_before_the_release_it_claims(client, r
 
 def test_the_versions_page_marks_a_version_with_high_known_issues_risky(client, demo_fleet,
                                                                         role_user):
+    """Risky follows what the release brings (version-gated rules); a configuration finding
+    is listed in its own column and never marks the release (issue 13.6)."""
     client.force_login(role_user("viewer"))
     page = client.get("/versions/").content.decode()
-    risky = set(Finding.objects.active().filter(
-        kind__in=("known_issue", "ceiling"), severity__in=("high", "critical"))
-        .values_list("server__vllm_version", flat=True))
+    gated = {r.id for r in current_knowledge_base().rules if r.version_gated}
+    high = Finding.objects.active().filter(kind__in=("known_issue", "ceiling"),
+                                           severity__in=("high", "critical"))
+    risky = set(high.filter(rule_id__in=gated).values_list("server__vllm_version", flat=True))
     assert risky
     for version in risky:
         row = page.split(f'data-version="{version}"')[1].split("</tr>")[0]
         assert "state-risky" in row or "state-blocked" in row
+    for version, rule_id in high.exclude(rule_id__in=gated).values_list(
+            "server__vllm_version", "rule_id"):
+        row = page.split(f'data-version="{version}"')[1].split("</tr>")[0]
+        assert rule_id in row.split("</td>")[-2]  # the configuration column
+
+
+def test_the_versions_page_shows_pending_upgrades_onto_a_version_nobody_runs_yet(
+        client, demo_fleet, role_user):
+    from fleet.models import Server
+
+    server = Server.objects.filter(is_running=True).first()
+    Server.objects.filter(pk=server.pk).update(installed_vllm_version="9.9.9")
+    client.force_login(role_user("viewer"))
+    page = client.get("/versions/").content.decode()
+    row = page.split('data-version="9.9.9"')[1].split("</tr>")[0]
+    cells = [c.split(">")[-1] for c in row.split("</td>")]
+    assert "1" in cells  # the pending column counts the one server
 
 
 def test_a_silenced_finding_that_stops_and_fires_again_comes_back_open(

@@ -64,3 +64,19 @@ def test_only_the_buffering_tls_proxy_is_published_and_it_has_body_read_timeouts
     assert directives["max_size"] == ["8MB"]
     assert directives["reverse_proxy"][0] == "web:8000"
     assert "header_up X-Real-IP {remote_host}" in caddyfile  # read by the login throttle
+
+
+def test_the_app_services_read_env_and_make_test_can_use_the_compose_database():
+    """Issue 13.3: .env reaches web/worker/beat, and the README's `make test` URL for the
+    compose database names compose's own role, password and database."""
+    import re
+    from pathlib import Path
+
+    services = compose()["services"]
+    for name in ("web", "worker", "beat"):
+        assert services[name]["env_file"] == [{"path": ".env", "required": False}]
+    db = services["db"]["environment"]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    url = re.search(r"TEST_DATABASE_URL=(postgres://\S+?)`", readme).group(1)
+    assert url == (f"postgres://{db['POSTGRES_USER']}:{db['POSTGRES_PASSWORD']}"
+                   f"@127.0.0.1:5432/{db['POSTGRES_DB']}")

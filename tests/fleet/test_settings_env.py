@@ -50,6 +50,19 @@ def test_a_fresh_clone_without_any_environment_runs_commands_but_flags_the_secre
     assert "fleet.E001" in result.stderr and "SECRET_KEY" in result.stderr
 
 
+def test_the_env_example_placeholder_secret_key_is_refused_like_a_missing_one():
+    """Issue 13.3: copying .env.example unchanged must not pass ``check``."""
+    from pathlib import Path
+
+    example = (Path(__file__).resolve().parents[2] / ".env.example").read_text()
+    placeholder = next(line.split("=", 1)[1] for line in example.splitlines()
+                       if line.startswith("SECRET_KEY="))
+    result = run_manage({"SECRET_KEY": placeholder}, "check")
+    assert result.returncode != 0
+    assert "fleet.E002" in result.stderr and "placeholder" in result.stderr
+    assert run_manage({"SECRET_KEY": "x" * 50}, "check").returncode == 0
+
+
 def test_debug_true_needs_no_secret_key():
     result = run_manage({"DEBUG": "true"}, "check")
     assert result.returncode == 0, result.stderr

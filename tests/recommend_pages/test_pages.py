@@ -79,3 +79,19 @@ def test_the_fleet_view_counts_servers_each_version_would_put_at_risk(signed_in,
 def test_a_target_that_is_not_a_version_is_explained(signed_in, ingested):
     body = signed_in.get("/plan/?target=latest").content.decode()
     assert "not a vLLM version" in body
+
+
+def test_the_planner_summarises_first_and_pages_worst_first(signed_in, ingested, monkeypatch):
+    """Issue 13.10: counts on top, blocked/risky plans before safe ones, a bounded page."""
+    from advice import views
+
+    monkeypatch.setattr(views, "PLANS_PER_PAGE", 1)
+    response = signed_in.get("/plan/?target=0.27.0")
+    body = response.content.decode()
+    summary = response.context["summary"]
+    assert body.index('id="plan-summary"') < body.index('class="server plan"')
+    assert f"{summary['risky']} risky" in body and summary["risky"] + summary["blocked"] >= 1
+    assert len(response.context["plans"]) == 1
+    assert response.context["plans"][0]["verdict"] in ("blocked", "risky")
+    if response.context["page"].paginator.num_pages > 1:
+        assert "page=2" in body

@@ -133,3 +133,12 @@ def test_a_restarted_simulator_holds_the_state_the_timeline_reached(build_fleet,
              for n, node in again.nodes.items()}
     assert after == before
     assert after["h100-push-02"][0][2] == "0.27.0"
+
+
+def test_case_hosts_do_not_all_share_one_kv_level():
+    """Issue 13.11: every case host drew the same KV sparkline."""
+    from demo.cases import case_hosts
+
+    levels = {s.workload.kv_usage for h in case_hosts() for s in h.servers
+              if getattr(s, "workload", None) is not None}
+    assert len(levels) >= 5

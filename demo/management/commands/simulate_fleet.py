@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from demo.receiver import WebhookReceiver
 from demo.timeline import FleetSim, dashboard_up
-from fleet.models import EnrollmentSecret
+from fleet.models import AgentToken, EnrollmentSecret
 
 SECRET_NAME = "fleet-simulator"  # noqa: S105  (a label, not the secret)
 log = logging.getLogger("demo")
@@ -98,7 +98,16 @@ class Command(BaseCommand):
         sim = FleetSim(Path(options["sim_dir"]), speed=options["speed"],
                        include_cases=not options["no_cases"])
         try:
-            sim.enroll(url, self._secret(len(sim.nodes)))
+            reused = self._reusable(sim, url)
+            todo = len(sim.nodes) - len(reused)
+            if todo:
+                sim.enroll(url, self._secret(todo, revoke=not reused), skip=reused)
+            if reused:
+                self.stdout.write(
+                    f"Re-run: {len(reused)} demo host(s) reuse their enrollment, {todo} "
+                    "enrolled anew; the timeline continues from its first start (after its "
+                    "~3 minutes the final state is held). `make demo-reset` replays it "
+                    "from an empty database.")
             self.stdout.write(f"Simulating {len(sim.nodes)} hosts against {url} "
                               f"(interval {sim.interval_s} s, speed {options['speed']}).")
             rounds = sim.run(url, once=options["once"], duration=options["duration"],
@@ -127,11 +136,19 @@ class Command(BaseCommand):
                 raise CommandError(f"dashboard {url} did not answer /api/v1/health")
             time.sleep(1.0)
 
-    def _secret(self, machines: int) -> str:
-        """A fresh secret for ``machines`` enrollments; the previous run's secret is revoked
-        (its tokens die with it, so every node enrolls afresh without an approval)."""
-        EnrollmentSecret.objects.filter(name=SECRET_NAME, revoked_at=None).update(
-            revoked_at=timezone.now())
+    def _reusable(self, sim: FleetSim, url: str) -> frozenset[str]:
+        """Nodes whose ``agent.toml`` (from a previous run) holds a token that still
+        authenticates: a re-run reuses the demo's hosts instead of enrolling them again."""
+        return frozenset(name for name, node in sim.nodes.items()
+                         if (token := node.saved_token(url)) and AgentToken.authenticate(token))
+
+    def _secret(self, machines: int, revoke: bool = True) -> str:
+        """A fresh secret for ``machines`` enrollments. On a first run (``revoke``) older
+        simulator secrets are revoked (their tokens die with them); a re-run keeps them, since
+        the reused hosts' tokens were minted by them."""
+        if revoke:
+            EnrollmentSecret.objects.filter(name=SECRET_NAME, revoked_at=None).update(
+                revoked_at=timezone.now())
         _, secret = EnrollmentSecret.create(SECRET_NAME, max_uses=max(1, machines))
         return secret
 
