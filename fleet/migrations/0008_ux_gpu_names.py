@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0006_crash_server_failed_start'),
+        ('fleet', '0007_stack_server_kubernetes_gpu_gfx_arch'),
     ]
 
     operations = [

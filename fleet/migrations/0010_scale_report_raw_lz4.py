@@ -28,7 +28,7 @@ def _pglz(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("fleet", "0007_scale_report_derived_at"),
+        ("fleet", "0009_scale_report_derived_at"),
     ]
 
     operations = [

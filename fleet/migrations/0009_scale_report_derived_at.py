@@ -10,7 +10,7 @@ def _already_derived(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("fleet", "0006_crash_server_failed_start"),
+        ("fleet", "0008_ux_gpu_names"),
     ]
 
     operations = [
