@@ -223,7 +223,8 @@ def what_to_do(blocks: list[dict[str, Any]]) -> dict[str, Any]:
         if rec.get("status") == "ok" and rec.get("replicas") and rec.get("diff"):
             commands.append({"server": b["server"], "layout": rec.get("layout"),
                              "command": rec["replicas"][0]["command"],
-                             "more": len(rec["replicas"]) - 1})
+                             "more": len(rec["replicas"]) - 1,
+                             "version": (rec.get("version") or {}).get("recommended")})
     return {"findings": found[:TODO_FINDINGS], "commands": commands}
 
 

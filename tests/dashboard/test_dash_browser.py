@@ -211,3 +211,20 @@ def test_no_page_breaks_the_content_security_policy(page, live_server, seeded):
     page.select_option("select[data-autosubmit]", str(channel.code))
     page.wait_for_url(f"**channel={channel.code}")
     assert violations == []
+
+
+def test_the_host_page_says_what_to_do_above_the_fold(page, live_server, seeded):
+    """Issue 13.7: a fresh reader sees the findings that matter and the command to run in the
+    first screen, before the charts; the filter bar keeps one line with a long GPU name."""
+    sign_in(page, live_server, "viewer-user")
+    for host in seeded["hosts"]:
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.goto(f"{live_server.url}/hosts/{host.code}/")
+        box = page.locator("#what-to-do").bounding_box()
+        assert box is not None and box["y"] < 300
+        charts = page.locator("h2", has_text="Charts").bounding_box()
+        assert charts["y"] > box["y"]
+        shot(page, f"host-what-to-do-{host.hostname}", full_page=False)
+    page.goto(f"{live_server.url}/")
+    bar = page.locator("form.filters").bounding_box()
+    assert bar["width"] <= 1280

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.django_db
 #: Agent-facing paths that authenticate with host tokens (or serve the installer), not logins.
 PUBLIC_PREFIXES = ("/api/", "/agent/install.sh", "/agent/dist/", "/static/",
                    "/accounts/login/", "/accounts/logout/", "/admin/login/",
-                   "/metrics")  # Prometheus' bearer token: tests/dashboard/test_prometheus.py
+                   "/metrics",  # Prometheus' bearer token: tests/dashboard/test_prometheus.py
+                   "/favicon.ico")  # a redirect to the static icon, public like /static/
 SAMPLE_ARGS = {"int": "1", "uuid": str(uuid.uuid4()), "slug": "x", "str": "x", "path": "x"}
 
 
