@@ -272,7 +272,7 @@ def _docker_config(root: Path, container_id: str) -> dict | None:
         return None
     try:
         parsed = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return parsed if isinstance(parsed, dict) else None
 

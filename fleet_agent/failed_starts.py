@@ -285,7 +285,7 @@ def journal_lines(unit: str, src: Sources) -> list[str]:
     for row in text.splitlines():
         try:
             message = json.loads(row).get("MESSAGE")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             continue
         if isinstance(message, list):  # journald sends non-UTF-8 messages as byte arrays
             message = bytes(b & 0xFF for b in message if isinstance(b, int)).decode(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fleet_agent.schema import REDACTED
@@ -203,16 +204,50 @@ def _remember_nested(val: Any, found: set[str] | None) -> None:
             _remember_nested(v, found)
 
 
+#: Deepest JSON nesting redacted key by key; a deeper value (no vLLM config nests past a
+#: handful of levels) is replaced whole by :data:`REDACTED`, so that a hostile
+#: ``[[[...]]]`` argv word costs one linear scan and never a RecursionError.
+MAX_JSON_DEPTH = 32
+
+#: One token of :func:`json_text_depth`'s scan: an escape pair, a quote or a bracket.
+_JSON_TOKEN = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
+
+
+def json_text_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting of ``text`` outside JSON strings (one linear scan).
+
+    ``'{"a": [1, {"b": "[["}]}'`` -> 3. Unbalanced text is measured as far as it goes.
+    """
+    depth = deepest = 0
+    in_string = False
+    for match in _JSON_TOKEN.finditer(text):
+        mark = match.group(0)
+        if mark == '"':
+            in_string = not in_string
+        elif in_string or mark[0] == "\\":
+            continue
+        elif mark in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(depth - 1, 0)
+    return deepest
+
+
 def redact_json_text(text: str, found: set[str] | None = None) -> str:
     """Redact secret keys of a JSON object/array given as text.
 
     Unchanged input comes back byte-identical; a changed one is re-serialised
     compactly. Text that does not parse (truncated ``<...>`` values) is redacted
-    with a ``"key": "value"`` pattern instead.
+    with a ``"key": "value"`` pattern instead. Text nested deeper than
+    :data:`MAX_JSON_DEPTH` comes back as :data:`REDACTED` whole (never raises).
     """
+    if json_text_depth(text) > MAX_JSON_DEPTH:
+        _remember(found, text)
+        return REDACTED
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _JSON_PAIR.sub(lambda m: _json_pair(m, found), text)
     redacted = _redact_json_obj(obj, found)
     if redacted == obj:
@@ -329,17 +364,42 @@ def scrub(obj: Any, secrets: set[str]) -> Any:
     return _scrub(obj, needles)
 
 
+def _scrub_text(text: str, needles: list[str]) -> str:
+    for needle in needles:
+        if needle in text:
+            text = text.replace(needle, REDACTED)
+    return text
+
+
 def _scrub(obj: Any, needles: list[str]) -> Any:
-    if isinstance(obj, str):
-        for needle in needles:
-            if needle in obj:
-                obj = obj.replace(needle, REDACTED)
-        return obj
-    if isinstance(obj, dict):
-        return {_scrub(k, needles): _scrub(v, needles) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_scrub(v, needles) for v in obj]
-    return obj
+    return map_json(obj, lambda text: _scrub_text(text, needles))
+
+
+def map_json(obj: Any, text: Callable[[str], Any], *, other: Callable[[Any], Any] = lambda v: v,
+             max_depth: int | None = None, too_deep: Any = None) -> Any:
+    """A copy of JSON-like ``obj`` with ``text`` applied to every string (object keys too)
+    and ``other`` to every other leaf; containers nested deeper than ``max_depth`` become
+    ``too_deep``. Iterative: a hostile document may nest as deep as its parser allows
+    (Python's recursion limit is about 1000 frames)."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(obj, root, 0, 0)]  # source, parent, slot, depth
+    while stack:
+        source, parent, slot, depth = stack.pop()
+        if isinstance(source, dict | list) and max_depth is not None and depth >= max_depth:
+            copy: Any = too_deep
+        elif isinstance(source, dict):
+            copy = {}
+            for key, val in source.items():
+                new_key = text(key) if isinstance(key, str) else key
+                copy[new_key] = None
+                stack.append((val, copy, new_key, depth + 1))
+        elif isinstance(source, list):
+            copy = [None] * len(source)
+            stack.extend((val, copy, i, depth + 1) for i, val in enumerate(source))
+        else:
+            copy = text(source) if isinstance(source, str) else other(source)
+        parent[slot] = copy
+    return root[0]
 
 
 def redact_report(raw: Any) -> Any:
