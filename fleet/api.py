@@ -331,7 +331,8 @@ def _decode_body(request: HttpRequest) -> dict[str, Any]:
                          [{"path": "$", "message": "NUL characters are not accepted"}])
     try:
         raw = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and an integer past
+        # Python's 4300-digit conversion limit (a plain ValueError)
         raise ApiRefusal(400, "body is not valid JSON", [{"path": "$", "message": str(exc)}]) \
             from None
     except RecursionError:  # e.g. 100,000 nested arrays: no report is shaped like that
