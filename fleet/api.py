@@ -9,7 +9,6 @@ answer 202; evaluation is enqueued after commit. No stack trace ever leaves.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import math
@@ -28,6 +27,7 @@ from ninja.responses import Status
 from ninja.security import HttpBearer
 
 from fleet.bodies import BodyError, read_capped_body
+from fleet.client_ip import client_ip, client_ip_or_none
 from fleet.models import AgentToken, EnrollmentSecret, Host, Report, future_cutoff, sha256_hex
 from fleet.ratelimit import check_rate
 from fleet.recording import record_report
@@ -179,14 +179,11 @@ class AcceptedOut(Schema):
 
 
 def _client_ip(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR") or "unknown"
+    return client_ip(request)  # fleet.client_ip: X-Real-IP only behind our proxy
 
 
 def _ip_or_none(request: HttpRequest) -> str | None:
-    try:
-        return str(ipaddress.ip_address(request.META.get("REMOTE_ADDR") or ""))
-    except ValueError:
-        return None
+    return client_ip_or_none(request)
 
 
 def _enroll_keys(request: HttpRequest, secret: str) -> tuple[str, str]:
