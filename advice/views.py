@@ -73,8 +73,12 @@ def host_recommend(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
 def _servers_in_scope(request: HttpRequest) -> tuple[list[Server], str]:
     """Servers chosen by ``?server=<id>``, ``?host=<code>`` or ``?model=<substring>``."""
     running = Server.objects.filter(is_running=True).select_related("host", "last_report")
-    if request.GET.get("server", "").isdigit():
-        chosen = list(running.filter(pk=int(request.GET["server"])))
+    server = request.GET.get("server", "")
+    if server:
+        # ASCII digits within bigint only: isdigit() let "²" reach int() (a 500)
+        if not (server.isascii() and server.isdecimal()) or len(server) > 18:
+            return [], "no such server"
+        chosen = list(running.filter(pk=int(server)))
         return chosen, f"server {chosen[0]}" if chosen else "no such server"
     code = request.GET.get("host")
     if code:

@@ -65,3 +65,20 @@ def test_a_5000_deep_argv_word_is_stored_redacted(enrolled, post_report, make_re
     response = post_report(make_report(server={"argv": argv}), token)
     assert response.status_code == 202, response.content
     assert Server.objects.get().argv[-1] == REDACTED
+
+
+@pytest.mark.parametrize("length", ["\u00b2", "9" * 5000])
+def test_a_content_length_that_is_not_an_ascii_number_is_a_411(enrolled, make_report, length):
+    from django.test import Client
+
+    _, token = enrolled()
+    answer = Client().post("/api/v1/reports", json.dumps(make_report()).encode(),
+                           content_type="application/json",
+                           headers={"Authorization": f"Bearer {token}"}, CONTENT_LENGTH=length)
+    assert answer.status_code == 411, answer.content
+
+
+def test_a_retry_after_of_non_ascii_digits_is_ignored():
+    from alerts.transports.http import parse_retry_after
+
+    assert parse_retry_after("\u00b2") is None and parse_retry_after("30") == 30.0
