@@ -103,9 +103,13 @@ _INLINE_FLAG = re.compile(
     r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)"
     r"(?P<value>\"[^\"]*\"|'[^']*'|-?[^\s,;&\"'-][^\s,;&\"']*)")  # "-0000:" too, not "--x"
 #: ``name=value`` / ``name: value`` inside a value (``x-api-key=abc,other=1``, headers).
+#: Found overlapping (a lookahead), so each start scans a bounded value: quoted values up to
+#: 1024 characters, bare ones up to 256 and then extended by :data:`_BARE_TAIL` (only for a
+#: secret name), keeping ``x=x=x=…`` linear.
 _INLINE_PAIR = re.compile(
-    r"(?<![\w.-])(?=(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|:[ \t]*)"
-    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"']+))")
+    r"(?<![\w.-])(?=(?P<name>[A-Za-z][A-Za-z0-9_.\-]{0,127})(?P<sep>=|:[ \t]*)"
+    r"(?P<value>\"[^\"]{0,1024}\"|'[^']{0,1024}'|[^\s,;&\"']{1,256}))")
+_BARE_TAIL = re.compile(r"[^\s,;&\"']*")
 
 
 def name_words(name: str) -> list[str]:
@@ -325,12 +329,15 @@ def _secret_pairs(text: str, found: set[str] | None) -> str:
         name = match.group("name")
         if not is_secret_name(name):
             continue
-        raw = match.group("value")
+        raw, end = match.group("value"), match.end("value")
         quote = raw[0] if raw[:1] in ("'", '"') and len(raw) > 1 else ""
+        if not quote:
+            end = _BARE_TAIL.match(text, end).end()
+            raw = text[match.start("value"):end]
         inner = raw[1:-1] if quote else raw
         if inner == REDACTED:
             continue
-        spans.append((match.start("value"), match.end("value"),
+        spans.append((match.start("value"), end,
                       f"{quote}{redact_secret_value(inner, found, name)}{quote}"))
     limit = len(text)
     for start, end, value in reversed(spans):

@@ -104,3 +104,14 @@ def test_a_secret_value_never_survives_line_redaction(name, template, value, bef
     found: set[str] = set()
     out = redact_line(line, found)
     assert value not in out, (line, out)
+
+
+def test_chained_pairs_stay_linear_and_a_long_secret_is_redacted_whole() -> None:
+    """Pairs are found overlapping; each start scans a bounded value, so a 64 KiB
+    ``x=x=x=…`` env value costs one pass (it took 14 s before the bound), and a bare secret
+    longer than the bound is still redacted to its end."""
+    from fleet_agent.redact import redact_env
+
+    assert redact_env({"X": "x=" * 32000})["X"].startswith("x=")
+    line = "ERROR api_key: " + "k" * 5000 + " retrying"
+    assert redact_line(line) == "ERROR api_key: REDACTED retrying"
