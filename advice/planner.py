@@ -20,6 +20,8 @@ candidate versions, how many servers each would block or put at risk.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import re
 from typing import Any
 
@@ -40,6 +42,11 @@ def _kb(kb: KnowledgeBase | None) -> KnowledgeBase:
     if _KB is None:
         _KB = load_rules()
     return _KB
+
+
+def active_kb_version() -> str:
+    """Version of the knowledge base plans are made with (part of cache keys)."""
+    return str(_kb(None).version)
 
 
 def known_versions(kb: KnowledgeBase | None = None) -> list[str]:
@@ -112,27 +119,37 @@ def verdict(changes: dict[str, list], target: str, kb: KnowledgeBase) -> dict[st
     return {"verdict": word, "reasons": reasons, "upstream_issues": list(dict.fromkeys(issues))}
 
 
+def current_findings(server: dict[str, Any], report: dict[str, Any],
+                     history: list[dict[str, Any]] | None = None,
+                     kb: KnowledgeBase | None = None,
+                     ) -> tuple[dict[str, Any], list[FindingResult]]:
+    """(context, findings) of ``server`` as it runs now; the same for every target, so
+    :func:`plan_fleet` computes it once per server instead of once per candidate."""
+    now = build_context(server, report, history)
+    return now, list(_kb(kb).evaluate(now))
+
+
 def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
                 history: list[dict[str, Any]] | None = None,
                 kb: KnowledgeBase | None = None, label: str | None = None,
-                current: tuple[dict, list[FindingResult]] | None = None) -> dict[str, Any]:
-    """Plan one server's move to ``target`` (any PEP 440 / tag form); ``current`` is the
-    server's (context, findings) today when the caller already has them (plan_fleet reuses
-    them across candidates instead of evaluating the same report once per candidate).
+                now: tuple[dict[str, Any], list[FindingResult]] | None = None,
+                ) -> dict[str, Any]:
+    """Plan one server's move to ``target`` (any PEP 440 / tag form).
 
     Returns ``{"pid", "base_url", "model", "current", "target", "target_raw", "label",
     "verdict", "reasons", "upstream_issues", "appear", "disappear", "escalate",
     "deescalate", "unchanged", "refused_flags"}`` (``refused_flags``: options the target
-    release refuses, from its table). Raises ``ValueError`` for a target that names no version.
+    release refuses, from its table). ``now``: :func:`current_findings` of this server when
+    the caller already has it. Raises ``ValueError`` for a target that names no version.
     """
     kb = _kb(kb)
     normalised = normalise_target(target)
-    now, before = current or _current(server, report, history, kb)
+    now_ctx, before = now or current_findings(server, report, history, kb)
     then = build_context(_as_if(server, target), report, history)
     then["vllm"].update(version=normalised, version_raw=target)
     changes = compare(before, list(kb.evaluate(then)))
     return {"pid": server.get("pid"), "base_url": server.get("base_url"),
-            "model": now["flags"].get("model"), "current": now["vllm"].get("version"),
+            "model": now_ctx["flags"].get("model"), "current": now_ctx["vllm"].get("version"),
             "target": normalised, "target_raw": target,
             # Options the target's table refuses (vLLM exits "unrecognized arguments").
             "refused_flags": then["flags_meta"].get("not_accepted") or [],
@@ -177,19 +194,82 @@ def pending_upgrades(report: dict[str, Any], history: list[dict] | None = None,
     return out
 
 
+#: Server fields that name a process, not its configuration: two servers differing only
+#: here get the same plan (:func:`server_fingerprint`). ``metrics`` too: the fleet view
+#: plans one representative of each configuration, not each server's live counters.
+_IDENTITY_FIELDS = frozenset({"pid", "started_at", "base_url", "port", "listen_ports",
+                              "errors", "gpu_uuids", "metrics", "cwd", "discovered",
+                              "kubernetes"})
+#: GPU fields that describe the hardware (readings such as memory used are left out).
+_GPU_SPEC_FIELDS = ("name", "memory_total_bytes", "compute_capability", "driver_version",
+                    "cuda_version", "gfx_arch")
+_HOST_IDENTITY_FIELDS = frozenset({"hostname", "machine_id", "labels"})
+#: Options that only say where a server listens: left out of the fingerprint's argv.
+_ADDRESS_FLAGS = frozenset({"--port", "--host", "--uds"})
+
+
+def _argv_shape(argv: Any) -> list[Any]:
+    """``argv`` without the values of :data:`_ADDRESS_FLAGS` (``--port 8001``, ``--host=x``)."""
+    if not isinstance(argv, list):
+        return []
+    out: list[Any] = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        flag = word.split("=", 1)[0] if isinstance(word, str) else word
+        if flag in _ADDRESS_FLAGS:
+            skip = isinstance(word, str) and "=" not in word
+            continue
+        out.append(word)
+    return out
+
+
+def server_fingerprint(server: dict[str, Any], report: dict[str, Any]) -> str:
+    """sha256 of what a plan depends on: the server's model, version and configuration
+    (argv without its address options, env, model files, template), the specs of its GPUs
+    and the host's software; not its pid, address, GPU uuids, live metrics or host name."""
+    uuids = set(server.get("gpu_uuids") or [])
+    gpus = [{k: g.get(k) for k in _GPU_SPEC_FIELDS} for g in report.get("gpus") or []
+            if isinstance(g, dict) and (not uuids or g.get("uuid") in uuids)]
+    host = report.get("host") if isinstance(report.get("host"), dict) else {}
+    config = {k: v for k, v in server.items() if k not in _IDENTITY_FIELDS}
+    config["argv"] = _argv_shape(server.get("argv"))
+    key = {"server": config,
+           "gpus": gpus,
+           "host": {k: v for k, v in host.items() if k not in _HOST_IDENTITY_FIELDS}}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def plan_fleet(reports: list[dict[str, Any]], targets: list[str] | None = None,
                kb: KnowledgeBase | None = None) -> dict[str, Any]:
     """For each candidate version (default: every release the KB knows), how many servers
     it would block or put at risk. Returns ``{"candidates": [{"target", "servers",
-    "blocked", "risky", "safe", "breaks", "plans"}]}`` where ``breaks`` = blocked."""
+    "blocked", "risky", "safe", "breaks", "plans", "configurations"}]}`` where ``breaks`` =
+    blocked and ``plans`` has one plan per server (servers of one configuration share it).
+
+    Servers with the same :func:`server_fingerprint` are planned once (a fleet of 344
+    servers is typically a few dozen configurations), and each configuration's current
+    findings once for all targets: configurations x (targets + 1) rule evaluations instead
+    of servers x targets x 2.
+    """
     kb = _kb(kb)
-    pairs = [(s, r) for r in reports for s in r.get("servers") or []]
-    today = [_current(s, r, None, kb) for s, r in pairs]
+    groups: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for report in reports:
+        for server in report.get("servers") or []:
+            groups.setdefault(server_fingerprint(server, report), []).append((server, report))
+    current = {key: current_findings(members[0][0], members[0][1], None, kb)
+               for key, members in groups.items()}
     out = []
     for target in targets or known_versions(kb):
-        plans = [plan_server(s, r, target, None, kb, current=now)
-                 for (s, r), now in zip(pairs, today, strict=True)]
+        plans = []
+        for key, members in groups.items():
+            server, report = members[0]
+            plan = plan_server(server, report, target, None, kb, now=current[key])
+            plans.extend([plan] * len(members))
         counts = {w: sum(p["verdict"] == w for p in plans) for w in ("blocked", "risky", "safe")}
         out.append({"target": normalise_target(target), "servers": len(plans), **counts,
-                    "breaks": counts["blocked"], "plans": plans})
+                    "breaks": counts["blocked"], "plans": plans,
+                    "configurations": len(groups)})
     return {"candidates": out}

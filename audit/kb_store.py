@@ -214,6 +214,8 @@ def _validate(directory: Path) -> KnowledgeBase:
         kb = load_rules([directory / "rules"])
     except RuleError as exc:
         raise BundleError(f"bad rule: {exc}".replace(str(directory) + "/", "")) from exc
+    except RecursionError:  # a rule file nested past the YAML parser's recursion
+        raise BundleError("bad rule: a rule file is nested too deeply") from None
     for path in sorted((directory / "data").rglob("*")):
         try:
             if path.suffix in (".yaml", ".yml"):
@@ -222,6 +224,9 @@ def _validate(directory: Path) -> KnowledgeBase:
                 json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, yaml.YAMLError) as exc:
             raise BundleError(f"bad data table {path.relative_to(directory)}: {exc}") from exc
+        except RecursionError:
+            raise BundleError(f"bad data table {path.relative_to(directory)}: nested too "
+                              f"deeply") from None
     return kb
 
 

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "fleet.middleware.ContentSecurityPolicyMiddleware",
+    "fleet.middleware.RefuseNulQueryMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -121,10 +122,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-#: Failed sign-ins allowed per client address and per username within the window
-#: (fleet/login_throttle.py); then every attempt is refused until the window ends.
+#: Failed sign-ins allowed per (client address, username) within the window
+#: (fleet/login_throttle.py); then that address is refused that username until it ends.
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
 LOGIN_FAILURE_WINDOW_S = env_int("LOGIN_FAILURE_WINDOW_S", 300, minimum=1)
+#: Failures from one address over any usernames, and against one username from anywhere
+#: (the latter refuses only addresses that failed themselves; fleet/login_throttle.py).
+LOGIN_IP_FAILURE_LIMIT = env_int("LOGIN_IP_FAILURE_LIMIT", 30, minimum=1)
+LOGIN_USER_FAILURE_LIMIT = env_int("LOGIN_USER_FAILURE_LIMIT", 100, minimum=1)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "fleet:host_list"
 LOGOUT_REDIRECT_URL = "login"

@@ -10,7 +10,6 @@ events) and evaluation are enqueued after commit and run in the worker. No stack
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import math
@@ -29,6 +28,7 @@ from ninja.responses import Status
 from ninja.security import HttpBearer
 
 from fleet.bodies import BodyError, read_capped_body
+from fleet.client_ip import client_ip, client_ip_or_none
 from fleet.models import AgentToken, EnrollmentSecret, Host, Report, future_cutoff, sha256_hex
 from fleet.ratelimit import check_rate
 from fleet.recording import store_report
@@ -180,14 +180,11 @@ class AcceptedOut(Schema):
 
 
 def _client_ip(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR") or "unknown"
+    return client_ip(request)  # fleet.client_ip: X-Real-IP only behind our proxy
 
 
 def _ip_or_none(request: HttpRequest) -> str | None:
-    try:
-        return str(ipaddress.ip_address(request.META.get("REMOTE_ADDR") or ""))
-    except ValueError:
-        return None
+    return client_ip_or_none(request)
 
 
 def _enroll_keys(request: HttpRequest, secret: str) -> tuple[str, str]:
@@ -335,7 +332,8 @@ def _decode_body(request: HttpRequest) -> dict[str, Any]:
                          [{"path": "$", "message": "NUL characters are not accepted"}])
     try:
         raw = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and an integer past
+        # Python's 4300-digit conversion limit (a plain ValueError)
         raise ApiRefusal(400, "body is not valid JSON", [{"path": "$", "message": str(exc)}]) \
             from None
     except RecursionError:  # e.g. 100,000 nested arrays: no report is shaped like that

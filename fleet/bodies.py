@@ -35,7 +35,8 @@ def read_capped_body(request: HttpRequest, cap: int) -> bytes:
     if encoding not in ("identity", "gzip", ""):
         raise BodyError(415, f"unsupported Content-Encoding {encoding!r}; use gzip or none")
     declared = (request.headers.get("Content-Length") or "").strip()
-    if not declared.isdigit():
+    if not (declared.isascii() and declared.isdecimal()) or len(declared) > 18:
+        # isdigit() accepts "²", which int() refuses; 18 digits is past any cap
         raise BodyError(411, "Content-Length required (chunked uploads are not accepted)")
     # A compressed body larger than the cap can only decompress to more than the cap
     # (gzip never shrinks below ~0.1% overhead on incompressible data; allow 1%).

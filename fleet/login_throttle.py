@@ -1,12 +1,21 @@
-"""Sign-in throttling: failed logins counted per client address and per username.
+"""Sign-in throttling: failed logins counted per (address, username), per address and per
+username, so that nobody can lock another person out from their own address.
 
-After ``LOGIN_FAILURE_LIMIT`` failures (default 10) within ``LOGIN_FAILURE_WINDOW_S``
-(default 300 s) from one address, or against one username from anywhere, every further
-attempt is refused with a clear message until the window (which starts at the first
-failure) has passed; the right password does not get through meanwhile, otherwise the
-limit would only slow guessing down. A successful sign-in clears its username's count.
-Counts live in Django's cache (Redis in production, shared by all web workers).
-Both the dashboard's login and the Django admin's use these forms.
+Within ``LOGIN_FAILURE_WINDOW_S`` (default 300 s, from the first failure):
+
+* ``LOGIN_FAILURE_LIMIT`` (default 10) failures for one username from one address refuse that
+  address's further attempts for that username, the right password included (else the limit
+  would only slow guessing down);
+* ``LOGIN_IP_FAILURE_LIMIT`` (default 30) failures from one address, any usernames, refuse
+  every attempt from it (a spray over many usernames);
+* ``LOGIN_USER_FAILURE_LIMIT`` (default 100) failures against one username from anywhere (a
+  distributed guess) refuse it only from addresses that have themselves failed in the window:
+  an address with no failure still signs in with the right password, so an anonymous
+  attacker cannot lock the owner out, and each attacking address gets one guess per window.
+
+A successful sign-in clears its (address, username) and username counts. Counts live in
+Django's cache (Redis in production, shared by all web workers); the address is
+:func:`fleet.client_ip.client_ip`. Both the dashboard's login and the admin's use these forms.
 """
 
 from __future__ import annotations
@@ -23,35 +32,39 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 
+from fleet.client_ip import client_ip
+
 log = logging.getLogger(__name__)
 
-THROTTLED_MESSAGE = ("Too many failed sign-ins from this address or for this username. "
+THROTTLED_MESSAGE = ("Too many failed sign-ins from this address. "
                      "Try again in {minutes} minutes.")
 
 
 def client_address(request: HttpRequest | None) -> str:
-    """The client's IP: ``X-Real-IP`` set by our proxy when ``BEHIND_PROXY`` is true,
-    else ``REMOTE_ADDR`` (a client-sent header is never trusted otherwise)."""
-    if request is None:
-        return "unknown"
-    if getattr(settings, "BEHIND_PROXY", False) and request.META.get("HTTP_X_REAL_IP"):
-        return str(request.META["HTTP_X_REAL_IP"]).strip()[:64]
-    return str(request.META.get("REMOTE_ADDR", "unknown"))
+    """The client's IP (:func:`fleet.client_ip.client_ip`)."""
+    return client_ip(request)
 
 
-def _keys(request: HttpRequest | None, username: str) -> tuple[str, str]:
+def _keys(request: HttpRequest | None, username: str) -> tuple[str, str, str]:
+    """``(address+username, address, username)`` cache keys."""
     user_digest = hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
-    return f"login-fail:ip:{client_address(request)}", f"login-fail:user:{user_digest}"
+    address = client_address(request)
+    return (f"login-fail:pair:{address}:{user_digest}", f"login-fail:ip:{address}",
+            f"login-fail:user:{user_digest}")
 
 
 def is_throttled(request: HttpRequest | None, username: str) -> bool:
-    """True when the address or the username has used up its failures in the window."""
+    """True when this address may not try ``username`` now (see the module doc)."""
+    keys = _keys(request, username)
     try:
-        counts = cache.get_many(list(_keys(request, username)))
+        counts = cache.get_many(list(keys))
     except Exception as exc:  # noqa: BLE001 - any cache backend error
         log.warning("login throttle cache unavailable, sign-in allowed: %s", exc)
         return False
-    return any(int(v) >= settings.LOGIN_FAILURE_LIMIT for v in counts.values())
+    pair, address, user = (int(counts.get(key) or 0) for key in keys)
+    return (pair >= settings.LOGIN_FAILURE_LIMIT
+            or address >= settings.LOGIN_IP_FAILURE_LIMIT
+            or (user >= settings.LOGIN_USER_FAILURE_LIMIT and address > 0))
 
 
 def record_failure(request: HttpRequest | None, username: str) -> None:
@@ -65,9 +78,10 @@ def record_failure(request: HttpRequest | None, username: str) -> None:
 
 
 def clear_username(request: HttpRequest | None, username: str) -> None:
-    """Forget the username's failures after a successful sign-in."""
+    """Forget the username's failures (and this address's for it) after a sign-in."""
+    pair, _, user = _keys(request, username)
     try:
-        cache.delete(_keys(request, username)[1])
+        cache.delete_many([pair, user])
     except Exception as exc:  # noqa: BLE001
         log.warning("login throttle cache unavailable: %s", exc)
 

@@ -9,11 +9,12 @@ stored raw but does not roll the host's state back (spool replays arrive late).
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server, future_cutoff
@@ -23,7 +24,12 @@ from fleet_agent.schema import Report as WireReport
 
 #: vLLM's default API port when neither base_url nor --port says otherwise.
 DEFAULT_VLLM_PORT = 8000
-_PORT_FLAG = re.compile(r"^--port(?:=(\d+))?$")
+_PORT_FLAG = re.compile(r"^--port(?:=(.*))?$", re.DOTALL)
+#: Longest port text read (``65535``); longer digit strings are not ports (and ``int()`` of
+#: 5000 digits raises past Python's conversion limit).
+_MAX_PORT_DIGITS = 5
+
+log = logging.getLogger(__name__)
 
 
 #: Server.identity column width.
@@ -44,10 +50,27 @@ def _slot(info: ServerInfo) -> str:
     if info.base_url:
         if info.base_url.startswith("unix:"):
             return info.base_url
-        parts = urlsplit(info.base_url)
-        if parts.port:
-            return f"port:{parts.port}"
+        port = url_port(info.base_url)
+        if port:
+            return f"port:{port}"
     return _identity_from_argv(info.argv)
+
+
+def url_port(url: str) -> int | None:
+    """The port of ``url``, or None when it has none or none that parses (``http://h:abc/``,
+    ``http://[::1]:99999999/``, ``http://[zz/``: urllib raises ValueError for each)."""
+    try:
+        return urlsplit(url).port
+    except ValueError:
+        return None
+
+
+def port_number(text: str) -> int | None:
+    """``text`` as a TCP port (ASCII digits, 0-65535), else None (``²``, ``٣``, 5000 digits)."""
+    if not text or len(text) > _MAX_PORT_DIGITS or not (text.isascii() and text.isdecimal()):
+        return None
+    port = int(text)
+    return port if port <= 65535 else None
 
 
 def _identity_from_argv(argv: list[str]) -> str:
@@ -59,8 +82,9 @@ def _identity_from_argv(argv: list[str]) -> str:
         match = _PORT_FLAG.match(arg)
         if match:
             value = match.group(1) or (argv[i + 1] if i + 1 < len(argv) else "")
-            if value.isdigit():
-                return f"port:{int(value)}"
+            port = port_number(value)
+            if port is not None:
+                return f"port:{port}"
     return f"port:{DEFAULT_VLLM_PORT}"
 
 
@@ -232,7 +256,12 @@ def _record_servers(host: Host, wire: WireReport, report: Report) -> None:
         if identity in identities:
             continue
         identities.add(identity)
-        server = _record_server(host, info, wire, report)
+        try:
+            with transaction.atomic():  # a savepoint: one bad server must not sink the report
+                server = _record_server(host, info, wire, report)
+        except (ValueError, DataError) as exc:
+            log.warning("host %s: server pid %s not recorded: %s", host.pk, info.pid, exc)
+            continue
         seen.append(server.pk)
     gone = host.servers.filter(is_running=True).exclude(pk__in=seen)
     for server in gone:
@@ -242,8 +271,9 @@ def _record_servers(host: Host, wire: WireReport, report: Report) -> None:
 
 def failed_start_identity(entry: FailedStart) -> str:
     """The slot a failed start belongs to: ``--port``/``--uds`` of its argv (vLLM's default
-    port when neither is given), as for a running server without a base_url."""
-    return _identity_from_argv(entry.argv)
+    port when neither is given), as for a running server without a base_url. Cut to the
+    column's 255 characters (a ``--uds`` path may be longer)."""
+    return _identity_from_argv(entry.argv)[:MAX_IDENTITY_CHARS]
 
 
 #: A report may add slots for failed starts only while the host has fewer servers than this:
@@ -264,29 +294,39 @@ def _record_failed_starts(host: Host, wire: WireReport, report: Report) -> None:
         identity = failed_start_identity(entry)
         if identity in running:
             continue
-        server = Server.objects.filter(host=host, identity=identity).first()
-        if server is None:
-            if host.servers.count() >= MAX_SLOTS_PER_HOST:
-                continue
-            server = Server.objects.create(
-                host=host, identity=identity, pid=0, argv=entry.argv, is_running=False,
-                first_seen=wire.collected_at, last_seen=wire.collected_at,
-                container_image=entry.image or "")
-        previous = server.failed_start or {}
-        observations = list(previous.get("observations") or [])
-        cumulative = entry.restart_count
-        if entry.source == "process" or cumulative is None:
-            # a vanished process reports no counter: every report that sees it dead is one exit
-            cumulative = (observations[-1][1] + 1) if observations else 1
-        observations.append([at, cumulative])
-        server.failed_start = {
-            "entry": entry.model_dump(mode="json"), "report_id": str(report.report_id),
-            "first_seen": previous.get("first_seen") or at, "last_seen": at,
-            "observations": observations[-MAX_FAILED_START_OBSERVATIONS:]}
-        server.save(update_fields=["failed_start"])
-        report.mark_keep("failed start")
+        try:
+            with transaction.atomic():  # a savepoint, as for servers
+                _record_failed_start(host, wire, report, entry, identity, at)
+        except (ValueError, DataError) as exc:
+            log.warning("host %s: failed start %s not recorded: %s", host.pk,
+                        entry.unit_or_container, exc)
     Server.objects.filter(host=host, identity__in=running,
                           failed_start__isnull=False).update(failed_start=None)
+
+
+def _record_failed_start(host: Host, wire: WireReport, report: Report, entry: FailedStart,
+                         identity: str, at: str) -> None:
+    server = Server.objects.filter(host=host, identity=identity).first()
+    if server is None:
+        if host.servers.count() >= MAX_SLOTS_PER_HOST:
+            return
+        server = Server.objects.create(
+            host=host, identity=identity, pid=0, argv=entry.argv, is_running=False,
+            first_seen=wire.collected_at, last_seen=wire.collected_at,
+            container_image=entry.image or "")
+    previous = server.failed_start or {}
+    observations = list(previous.get("observations") or [])
+    cumulative = entry.restart_count
+    if entry.source == "process" or cumulative is None:
+        # a vanished process reports no counter: every report that sees it dead is one exit
+        cumulative = (observations[-1][1] + 1) if observations else 1
+    observations.append([at, cumulative])
+    server.failed_start = {
+        "entry": entry.model_dump(mode="json"), "report_id": str(report.report_id),
+        "first_seen": previous.get("first_seen") or at, "last_seen": at,
+        "observations": observations[-MAX_FAILED_START_OBSERVATIONS:]}
+    server.save(update_fields=["failed_start"])
+    report.mark_keep("failed start")
 
 
 def _record_server(host: Host, info: ServerInfo, wire: WireReport, report: Report) -> Server:

@@ -13,7 +13,11 @@ Outcomes per POST ``/api/v1/reports``:
   oldest dropped) and the drain stops, so a re-enrolled agent still delivers the backlog;
 * any other 4xx (400, 413, 422...): the server's error body is logged and the report
   moved to ``<spool>/rejected/`` (the newest 10 kept for inspection), never retried, so
-  one bad report never blocks the ones behind it.
+  one bad report never blocks the ones behind it;
+* HTTP 500 (the dashboard failed on this report): transient, but counted per report in the
+  state file across cycles; after :data:`MAX_SERVER_ERRORS` the report is set aside like a
+  4xx one, so a poison report cannot jam the spool head-of-line forever. 502/503/504 (proxy
+  or database down) are not counted: they say nothing about the report.
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ MAX_ATTEMPTS = 3
 BASE_DELAY_S = 1.0
 #: No single wait is longer than this many seconds.
 MAX_DELAY_S = 30.0
+#: HTTP 500 answers to one report (over all cycles) before it is set aside as poison.
+MAX_SERVER_ERRORS = 5
+#: Statuses counted towards MAX_SERVER_ERRORS: the dashboard failed on the report itself.
+_POISON_STATUSES = frozenset({500})
 
 
 @dataclass
@@ -169,6 +177,9 @@ class Deliverer:
         result = PostResult("transient", None, "not attempted")
         for attempt in range(MAX_ATTEMPTS):
             result = post_report(self.client, self.server_url, self.token, body)
+            if result.status in _POISON_STATUSES and self._count_server_error(entry):
+                result = PostResult("rejected", result.status,
+                                    f"{MAX_SERVER_ERRORS} server errors: {result.detail}")
             if result.kind in ("delivered", "rejected"):
                 self._finish(entry, result)
                 return result
@@ -189,6 +200,17 @@ class Deliverer:
             if self.stop.wait(delay):
                 break
         return result
+
+    def _count_server_error(self, entry: SpoolEntry) -> bool:
+        """Count one HTTP 500 for ``entry`` in the state file (kept only for reports still
+        spooled); True once it reached :data:`MAX_SERVER_ERRORS`."""
+        counts = self.spool.state.read().get("server_errors")
+        counts = counts if isinstance(counts, dict) else {}
+        spooled = {e.report_id for e in self.spool.entries()}
+        counts = {k: v for k, v in counts.items() if k in spooled and isinstance(v, int)}
+        counts[entry.report_id] = counts.get(entry.report_id, 0) + 1
+        self.spool.state.update(server_errors=counts)
+        return counts[entry.report_id] >= MAX_SERVER_ERRORS
 
     def _finish(self, entry: SpoolEntry, result: PostResult) -> None:
         if result.kind == "rejected":

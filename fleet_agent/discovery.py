@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 from fleet_agent import kube, procfs
 
@@ -173,6 +174,9 @@ def _read_endpoint(table: procfs.ProcTable, server: ServerProcess) -> None:
         shown = repr(port_text) if option_value(args, "--port") is not None else "in --config"
         server.errors.append(f"port {shown} is not a number; assuming {DEFAULT_PORT}")
         server.port = DEFAULT_PORT
+    if not 0 <= server.port <= 65535:
+        server.errors.append(f"port {server.port} is not a TCP port; assuming {DEFAULT_PORT}")
+        server.port = DEFAULT_PORT
     if server.uds:
         server.base_url = f"unix:{server.uds}"
         host_paths = resolve_in_process(table.root, server, server.uds)
@@ -189,6 +193,11 @@ def _read_endpoint(table: procfs.ProcTable, server: ServerProcess) -> None:
     if server.pod_ip and (not server.host or server.host in ("0.0.0.0", "::", "[::]")):  # noqa: S104
         connect_host = server.pod_ip  # a server bound to its pod's loopback stays unreachable
     server.base_url = f"http://{connect_host}:{_published_port(table, server)}"
+    try:
+        urlsplit(server.base_url).port  # noqa: B018 - the dashboard refuses what raises here
+    except ValueError:
+        server.errors.append("--host is not a host name urllib can parse; using 127.0.0.1")
+        server.base_url = f"http://127.0.0.1:{_published_port(table, server)}"
     server.connect_url = server.base_url
 
 
@@ -272,7 +281,7 @@ def _docker_config(root: Path, container_id: str) -> dict | None:
         return None
     try:
         parsed = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return parsed if isinstance(parsed, dict) else None
 

@@ -73,8 +73,6 @@ REQUEST_LINE = re.compile(
     r"Generated (?:response|text)|sampling_params|\boutput\s*[:=]|"
     r"\"(?:GET|POST|PUT|DELETE) /|\b(?:GET|POST) /v1/|chatcmpl-|cmpl-[0-9a-f]|"
     r"Added request|Finished request|Aborted request", re.IGNORECASE)
-#: ``'api_key': 'value'`` as Python prints a dict (vLLM logs its non-default args so).
-_PY_DICT_PAIR = re.compile(r"'(?P<name>[^'\\]{1,128})'\s*:\s*'(?P<value>(?:[^'\\]|\\.)*)'")
 #: Container exit codes of a stop, not a failure: 0, and SIGINT/SIGKILL/SIGTERM as 128+N
 #: (``docker stop`` sends SIGTERM, then SIGKILL after its timeout).
 _STOPPED_EXIT_CODES = (0, 130, 137, 143, None)
@@ -139,19 +137,8 @@ def clean_lines(raw: list[str], found: set[str] | None = None) -> list[str]:
 
 
 def redact_line(line: str, found: set[str] | None = None) -> str:
-    """A log line through the argv/env redaction: word by word (``--api-key x``,
-    ``HF_TOKEN=x``, URLs with credentials) and Python-dict pairs (``'api_key': 'x'``)."""
-    line = redact.redact_text(line, found) if line.lstrip()[:1] in "{[" else line
-    words = line.split(" ")
-    line = " ".join(redact.redact_argv(words, found)) if words else line
-
-    def pair(match: re.Match[str]) -> str:
-        if not redact.is_secret_name(match.group("name")):
-            return match.group(0)
-        value = redact.redact_secret_value(match.group("value"), found)
-        return f"'{match.group('name')}': '{value}'"
-
-    return _PY_DICT_PAIR.sub(pair, line)
+    """A log line through the agent's redaction (:func:`fleet_agent.redact.redact_line`)."""
+    return redact.redact_line(line, found)
 
 
 def _entry(source: str, name: str, argv: list[str], found: set[str], **fields: Any
@@ -285,7 +272,7 @@ def journal_lines(unit: str, src: Sources) -> list[str]:
     for row in text.splitlines():
         try:
             message = json.loads(row).get("MESSAGE")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             continue
         if isinstance(message, list):  # journald sends non-UTF-8 messages as byte arrays
             message = bytes(b & 0xFF for b in message if isinstance(b, int)).decode(

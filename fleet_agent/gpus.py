@@ -57,7 +57,7 @@ def read_source(source: str) -> dict[str, Any]:
         return empty_reading("GPU collection disabled (--gpu-source none)")
     try:
         data = json.loads(Path(source).read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return empty_reading(f"recorded GPU reading {source} unreadable: {exc}")
     if isinstance(data, dict) and "schema_version" in data:
         data = reading_from_report(data)  # a whole `collect --print` output

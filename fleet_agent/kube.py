@@ -104,7 +104,7 @@ def _runtime_record(root: Path, container_id: str) -> dict[str, str]:
             continue
         try:
             config = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         for part in section.split("."):
             config = config.get(part) if isinstance(config, dict) else None

@@ -202,7 +202,7 @@ def _json(data: bytes | None, name: str, limit: int,
         return None
     try:
         value = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         errors.append(f"{name} is not valid JSON (truncated or corrupt)")
         return None
     if not isinstance(value, dict):
@@ -305,7 +305,7 @@ def _speculator_model(value: str | None) -> str | None:
         return None
     try:
         parsed = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     model = parsed.get("model") if isinstance(parsed, dict) else None
     return model if isinstance(model, str) and model else None

@@ -170,7 +170,7 @@ def _template_in_json(data: bytes | None) -> str | None:
         return None
     try:
         value = json.loads(data).get("chat_template")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     if isinstance(value, list):
         named = {e.get("name"): e.get("template") for e in value if isinstance(e, dict)}

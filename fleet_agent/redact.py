@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fleet_agent.schema import REDACTED
@@ -79,14 +80,36 @@ _JSON_PAIR = re.compile(r'"(?P<name>[^"\\]{1,128})"\s*:\s*"(?P<value>(?:[^"\\]|\
 _AUTH_SCHEME = re.compile(
     r"(?P<head>\b(?:Bearer|Basic|Token|Digest|Negotiate)[ \t]+)(?P<value>[^\s,;\"']+)",
     re.IGNORECASE)
+#: Credentials recognisable by shape wherever they appear, by the prefixes their issuers
+#: document: Hugging Face access tokens ``hf_…``, OpenAI-style keys ``sk-…`` (with a digit,
+#: so ``sk-learn-…`` words stay), GitHub tokens ``ghp_/gho_/ghu_/ghs_/ghr_…`` and
+#: ``github_pat_…``, AWS access key ids ``AKIA…``/``ASIA…``, Slack tokens ``xox[abprs]-…``.
+_TOKEN_SHAPE = re.compile(
+    r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{30,}|sk-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{20,}"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    r"|xox[abprs]-[A-Za-z0-9\-]{10,})")
+#: ``'name': value`` / ``"name": value`` pairs of a JSON document or a Python repr (vLLM logs
+#: its non-default args as ``{'api_key': ['sk-…']}``) anywhere in a text; a value is a quoted
+#: string, a flat list or a bare word. Bounded repeats keep a hostile value linear enough.
+_QUOTED_PAIR = re.compile(
+    r"(?P<q>['\"])(?P<name>[^'\"\\\n]{1,128})(?P=q)[ \t]*:[ \t]*"
+    r"(?P<value>\[[^\[\]]{0,1024}\]|'(?:[^'\\]|\\.){0,1024}'|\"(?:[^\"\\]|\\.){0,1024}\""
+    r"|[^\s,}\]]+)")
+_QUOTED_ITEM = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+#: Bare values of a secret name that hold no secret.
+_NO_SECRET_WORDS = frozenset({"None", "null", "true", "false", "True", "False"})
 #: ``--flag value`` / ``--flag=value`` inside a value (``EXTRA_VLLM_ARGS``).
 _INLINE_FLAG = re.compile(
     r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)"
     r"(?P<value>\"[^\"]*\"|'[^']*'|-?[^\s,;&\"'-][^\s,;&\"']*)")  # "-0000:" too, not "--x"
 #: ``name=value`` / ``name: value`` inside a value (``x-api-key=abc,other=1``, headers).
+#: Found overlapping (a lookahead), so each start scans a bounded value: quoted values up to
+#: 1024 characters, bare ones up to 256 and then extended by :data:`_BARE_TAIL` (only for a
+#: secret name), keeping ``x=x=x=…`` linear.
 _INLINE_PAIR = re.compile(
-    r"(?<![\w.-])(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|:[ \t]*)"
-    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)")
+    r"(?<![\w.-])(?=(?P<name>[A-Za-z][A-Za-z0-9_.\-]{0,127})(?P<sep>=|:[ \t]*)"
+    r"(?P<value>\"[^\"]{0,1024}\"|'[^']{0,1024}'|[^\s,;&\"']{1,256}))")
+_BARE_TAIL = re.compile(r"[^\s,;&\"']*")
 
 
 def name_words(name: str) -> list[str]:
@@ -203,16 +226,50 @@ def _remember_nested(val: Any, found: set[str] | None) -> None:
             _remember_nested(v, found)
 
 
+#: Deepest JSON nesting redacted key by key; a deeper value (no vLLM config nests past a
+#: handful of levels) is replaced whole by :data:`REDACTED`, so that a hostile
+#: ``[[[...]]]`` argv word costs one linear scan and never a RecursionError.
+MAX_JSON_DEPTH = 32
+
+#: One token of :func:`json_text_depth`'s scan: an escape pair, a quote or a bracket.
+_JSON_TOKEN = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
+
+
+def json_text_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting of ``text`` outside JSON strings (one linear scan).
+
+    ``'{"a": [1, {"b": "[["}]}'`` -> 3. Unbalanced text is measured as far as it goes.
+    """
+    depth = deepest = 0
+    in_string = False
+    for match in _JSON_TOKEN.finditer(text):
+        mark = match.group(0)
+        if mark == '"':
+            in_string = not in_string
+        elif in_string or mark[0] == "\\":
+            continue
+        elif mark in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(depth - 1, 0)
+    return deepest
+
+
 def redact_json_text(text: str, found: set[str] | None = None) -> str:
     """Redact secret keys of a JSON object/array given as text.
 
     Unchanged input comes back byte-identical; a changed one is re-serialised
     compactly. Text that does not parse (truncated ``<...>`` values) is redacted
-    with a ``"key": "value"`` pattern instead.
+    with a ``"key": "value"`` pattern instead. Text nested deeper than
+    :data:`MAX_JSON_DEPTH` comes back as :data:`REDACTED` whole (never raises).
     """
+    if json_text_depth(text) > MAX_JSON_DEPTH:
+        _remember(found, text)
+        return REDACTED
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _JSON_PAIR.sub(lambda m: _json_pair(m, found), text)
     redacted = _redact_json_obj(obj, found)
     if redacted == obj:
@@ -247,11 +304,78 @@ def redact_inline(text: str, found: set[str] | None = None) -> str:
         redacted = redact_secret_value(inner, found, name)
         return f"{name}{match.group('sep')}{quote}{redacted}{quote}"
 
+    def shape(match: re.Match[str]) -> str:
+        _remember(found, match.group(0))
+        return REDACTED
+
+    text = _TOKEN_SHAPE.sub(shape, text)
     if any(c in text for c in "=: \t"):
         text = _AUTH_SCHEME.sub(auth, text)
+        text = _QUOTED_PAIR.sub(lambda m: _quoted_pair(m, found), text)
         text = _INLINE_FLAG.sub(pair, text)
-        text = _INLINE_PAIR.sub(pair, text)
+        text = _secret_pairs(text, found)
     return text
+
+
+def _secret_pairs(text: str, found: set[str] | None) -> str:
+    """Redact the value of every ``name=value``/``name: value`` pair with a secret name.
+
+    Pairs are found overlapping (a zero-width match at each word start), so a non-secret
+    pair cannot swallow a secret one: in ``ValueError: api_key: v`` the first pair's value
+    is ``api_key:``, yet ``api_key: v`` is still seen. Replaced right to left, skipping a
+    pair whose value overlaps one already replaced."""
+    spans: list[tuple[int, int, str]] = []
+    for match in _INLINE_PAIR.finditer(text):
+        name = match.group("name")
+        if not is_secret_name(name):
+            continue
+        raw, end = match.group("value"), match.end("value")
+        quote = raw[0] if raw[:1] in ("'", '"') and len(raw) > 1 else ""
+        if not quote:
+            end = _BARE_TAIL.match(text, end).end()
+            raw = text[match.start("value"):end]
+        inner = raw[1:-1] if quote else raw
+        if inner == REDACTED:
+            continue
+        spans.append((match.start("value"), end,
+                      f"{quote}{redact_secret_value(inner, found, name)}{quote}"))
+    limit = len(text)
+    for start, end, value in reversed(spans):
+        if end <= limit:
+            text = text[:start] + value + text[end:]
+            limit = start
+    return text
+
+
+def _quoted_pair(match: re.Match[str], found: set[str] | None) -> str:
+    name, value = match.group("name"), match.group("value")
+    if not is_secret_name(name) or value in _NO_SECRET_WORDS:
+        return match.group(0)
+    head = match.group(0)[:match.start("value") - match.start()]
+    if value.startswith("["):
+        items = [item[1:-1] for item in _QUOTED_ITEM.findall(value)]
+        for item in items:
+            _remember(found, item)
+        quote = "'" if "'" in value else '"'
+        redacted = "[" + ", ".join(f"{quote}{REDACTED}{quote}" for _ in items) + "]"
+        return head + (redacted if items else value)
+    if value[:1] in ("'", '"') and len(value) > 1:
+        inner = value[1:-1]
+        return head + value[0] + redact_secret_value(inner, found, name) + value[0]
+    return head + redact_secret_value(value, found, name)
+
+
+def redact_line(line: str, found: set[str] | None = None) -> str:
+    """A log line (journal, container log) through the same rules as argv and env values:
+    JSON/Python-repr pairs with a secret name, ``NAME=value``/``name: value``, URLs with
+    credentials, ``Authorization``/``Bearer``/``Basic`` values, ``--api-key x`` flags and
+    token shapes (:data:`_TOKEN_SHAPE`). Never raises: a line that cannot be redacted comes
+    back as :data:`REDACTED` whole."""
+    try:
+        line = redact_text(line, found)
+        return " ".join(redact_argv(line.split(" "), found))
+    except Exception:  # noqa: BLE001 - one odd line must not hide the unit's other lines
+        return REDACTED
 
 
 def redact_text(text: str, found: set[str] | None = None) -> str:
@@ -329,17 +453,42 @@ def scrub(obj: Any, secrets: set[str]) -> Any:
     return _scrub(obj, needles)
 
 
+def _scrub_text(text: str, needles: list[str]) -> str:
+    for needle in needles:
+        if needle in text:
+            text = text.replace(needle, REDACTED)
+    return text
+
+
 def _scrub(obj: Any, needles: list[str]) -> Any:
-    if isinstance(obj, str):
-        for needle in needles:
-            if needle in obj:
-                obj = obj.replace(needle, REDACTED)
-        return obj
-    if isinstance(obj, dict):
-        return {_scrub(k, needles): _scrub(v, needles) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_scrub(v, needles) for v in obj]
-    return obj
+    return map_json(obj, lambda text: _scrub_text(text, needles))
+
+
+def map_json(obj: Any, text: Callable[[str], Any], *, other: Callable[[Any], Any] = lambda v: v,
+             max_depth: int | None = None, too_deep: Any = None) -> Any:
+    """A copy of JSON-like ``obj`` with ``text`` applied to every string (object keys too)
+    and ``other`` to every other leaf; containers nested deeper than ``max_depth`` become
+    ``too_deep``. Iterative: a hostile document may nest as deep as its parser allows
+    (Python's recursion limit is about 1000 frames)."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(obj, root, 0, 0)]  # source, parent, slot, depth
+    while stack:
+        source, parent, slot, depth = stack.pop()
+        if isinstance(source, dict | list) and max_depth is not None and depth >= max_depth:
+            copy: Any = too_deep
+        elif isinstance(source, dict):
+            copy = {}
+            for key, val in source.items():
+                new_key = text(key) if isinstance(key, str) else key
+                copy[new_key] = None
+                stack.append((val, copy, new_key, depth + 1))
+        elif isinstance(source, list):
+            copy = [None] * len(source)
+            stack.extend((val, copy, i, depth + 1) for i, val in enumerate(source))
+        else:
+            copy = text(source) if isinstance(source, str) else other(source)
+        parent[slot] = copy
+    return root[0]
 
 
 def redact_report(raw: Any) -> Any:

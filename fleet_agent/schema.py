@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from pydantic import (
@@ -288,6 +289,21 @@ class ServerInfo(_Model):
     model_files: ModelFiles | None = None  # issue 11: the model's config/weights from disk
     kubernetes: KubernetesPod | None = None  # issue 18: the pod the process runs in
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_shape(cls, value: str | None) -> str | None:
+        """``unix:/path`` or an ``http(s)://`` URL whose host and port parse (0-65535)."""
+        if value is None or value.startswith("unix:"):
+            return value
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for ``:abc`` or ``:99999999``
+        except ValueError as exc:
+            raise ValueError(f"not a URL with a valid port: {exc}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("expected unix:/path or an http(s)://host[:port] URL")
+        return value
+
 
 class GpuProcess(_Model):
     """A process holding a GPU (NVML compute processes); pid in the host pid namespace."""
@@ -318,8 +334,8 @@ class FailedStart(_Model):
     argv: list[Annotated[str, Field(max_length=8192)]] = Field(default_factory=list,
                                                                  max_length=512)
     image: str | None = Field(default=None, max_length=500)
-    restart_count: int | None = Field(default=None, ge=0)
-    exit_code: int | None = None
+    restart_count: int | None = Field(default=None, ge=0, le=PG_INTEGER_MAX)
+    exit_code: int | None = Field(default=None, ge=-PG_INTEGER_MAX, le=PG_INTEGER_MAX)
     last_exit_at: UtcDatetime | None = None
     state: str | None = Field(default=None, max_length=64)
     lines: list[Annotated[str, Field(max_length=FAILED_START_MAX_LINE_CHARS)]] = Field(

@@ -73,7 +73,7 @@ class StateFile:
         """The state dict; empty when missing or corrupt (never raises)."""
         try:
             data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fleet_agent import schema
+from fleet_agent.redact import map_json
 from fleet_agent.schema import MAX_REPORT_BYTES
 
 log = logging.getLogger(__name__)
@@ -125,17 +126,15 @@ def clean_text(text: str) -> str:
     return text
 
 
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def _clean_all(data: Any) -> Any:
-    if isinstance(data, str):
-        return clean_text(data)
-    if isinstance(data, dict):
-        return {clean_text(k) if isinstance(k, str) else k: _clean_all(v)
-                for k, v in data.items()}
-    if isinstance(data, list):
-        return [_clean_all(v) for v in data]
-    if isinstance(data, float) and not math.isfinite(data):
-        return None
-    return data
+    """``data`` with every string cleaned (:func:`clean_text`), NaN/Infinity as null and
+    anything nested past :data:`fleet_agent.schema.MAX_JSON_DEPTH` as null (the dashboard
+    refuses deeper documents); iterative, never a RecursionError."""
+    return map_json(data, clean_text, other=_finite, max_depth=schema.MAX_JSON_DEPTH)
 
 
 def _cut(value: Any, limit: int) -> Any:

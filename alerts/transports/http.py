@@ -36,6 +36,8 @@ EXTRA_BLOCKED = (ipaddress.ip_network("192.0.0.0/24"), ipaddress.ip_network("64:
 #: well-known prefix (RFC 6052) and the deprecated IPv4-compatible form ::a.b.c.d (RFC 4291).
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+#: IPv4-translated addresses of SIIT (RFC 6145 section 2.1 / RFC 2765: ``::ffff:0:a.b.c.d``).
+IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -48,8 +50,9 @@ def allow_private() -> bool:
 def embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 form carries (mapped, NAT64, 6to4, IPv4-compatible), or None.
 
-    ``::ffff:127.0.0.1``, ``64:ff9b::7f00:1``, ``2002:7f00:1::`` and ``::7f00:1`` all
-    reach 127.0.0.1 through a dual-stack socket, a NAT64 gateway or a 6to4 relay.
+    ``::ffff:127.0.0.1``, ``64:ff9b::7f00:1``, ``2002:7f00:1::``, ``::7f00:1`` and
+    ``::ffff:0:7f00:1`` all reach 127.0.0.1 through a dual-stack socket, a NAT64 gateway, a
+    6to4 relay or a SIIT translator.
     """
     if not isinstance(address, ipaddress.IPv6Address):
         return None
@@ -57,7 +60,8 @@ def embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
         return address.ipv4_mapped
     if address.sixtofour is not None:
         return address.sixtofour
-    if address in NAT64 or (address in IPV4_COMPATIBLE and int(address) > 1):
+    if address in NAT64 or address in IPV4_TRANSLATED or (
+            address in IPV4_COMPATIBLE and int(address) > 1):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
 
@@ -219,7 +223,7 @@ def parse_retry_after(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdecimal():  # not isdigit(): float("²") raises
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -241,6 +241,8 @@ def _decode(blob: bytes) -> dict[str, Any]:
         raise BundleError(f"bundle unpacks to more than {MAX_UNPACKED_BYTES} bytes")
     try:
         document = json.loads(raw)
+    except RecursionError:  # e.g. 100,000 nested arrays: the parser's depth limit
+        raise BundleError("bundle is not JSON: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BundleError(f"bundle is not JSON: {exc}") from exc
     if not isinstance(document, dict):

@@ -35,6 +35,9 @@ def refuse_private(settings: Any) -> None:
     "http://[::7f00:1]/hook",              # IPv4-compatible 127.0.0.1
     "http://[::ffff:127.0.0.1]/hook",      # IPv4-mapped
     "http://[::ffff:169.254.169.254]/",
+    "http://[::ffff:0:127.0.0.1]/hook",    # SIIT IPv4-translated (RFC 6145)
+    "http://[::ffff:0:a9fe:a9fe]/latest",
+    "http://[::ffff:0:a00:1]/hook",
     "http://192.0.0.1/hook",               # IETF protocol assignments
     "http://192.0.0.9/hook",
     "http://192.0.0.170/hook",
@@ -49,7 +52,7 @@ def test_non_public_literals_in_any_form_are_refused(refuse_private, url):
 
 
 @pytest.mark.parametrize("url", ["http://[64:ff9b::808:808]/", "http://[2002:808:808::]/",
-                                 "https://8.8.8.8/hook"])
+                                 "https://8.8.8.8/hook", "http://[::ffff:0:808:808]/"])
 def test_embedded_public_addresses_stay_allowed(refuse_private, url):
     assert validate_url(url) == url
 

@@ -23,19 +23,35 @@ def _login(client: Client, username: str, password: str, ip: str = "203.0.113.5"
                        REMOTE_ADDR=ip)
 
 
-def test_ten_failures_lock_the_username_even_for_the_right_password(role_user, settings):
+def test_ten_failures_lock_the_attackers_address_not_the_owner(role_user, settings):
+    """The reported hole: 10 anonymous failures used to refuse the owner's right password."""
     settings.LOGIN_FAILURE_LIMIT = 10
     user = role_user("viewer")
-    for i in range(10):  # spread over addresses: the username count still adds up
-        answer = _login(Client(), user.username, f"guess-{i}", ip=f"198.51.100.{i}")
+    attacker = "198.51.100.7"
+    for i in range(10):
+        answer = _login(Client(), user.username, f"guess-{i}", ip=attacker)
         assert answer.status_code == 200 and "_auth_user_id" not in answer.client.session
-    answer = _login(Client(), user.username, PASSWORD, ip="192.0.2.77")
+    answer = _login(Client(), user.username, PASSWORD, ip=attacker)
     assert answer.status_code == 429
     assert "Too many failed sign-ins" in answer.content.decode()
     assert "_auth_user_id" not in answer.client.session
+    owner = _login(Client(), user.username, PASSWORD, ip="192.0.2.77")
+    assert owner.status_code == 302 and "_auth_user_id" in owner.client.session
 
 
-def test_ten_failures_from_one_address_lock_that_address_for_every_username(role_user):
+def test_a_distributed_guess_gives_each_failing_address_one_try_and_spares_the_owner(
+        role_user, settings):
+    settings.LOGIN_USER_FAILURE_LIMIT = 20
+    user = role_user("viewer")
+    for i in range(20):  # one guess from each of 20 addresses
+        _login(Client(), user.username, f"guess-{i}", ip=f"198.51.100.{i}")
+    assert _login(Client(), user.username, PASSWORD, ip="198.51.100.3").status_code == 429
+    assert _login(Client(), user.username, PASSWORD, ip="192.0.2.50").status_code == 302
+
+
+def test_failures_over_many_usernames_lock_that_address_for_every_username(role_user,
+                                                                            settings):
+    settings.LOGIN_IP_FAILURE_LIMIT = 10
     user = role_user("viewer")
     for i in range(10):
         _login(Client(), f"nobody-{i}", "guess")
@@ -48,10 +64,31 @@ def test_the_admin_login_shares_the_throttle(role_user):
     admin = role_user("admin")
     for i in range(10):
         _login(Client(), admin.username, f"guess-{i}", path="/admin/login/")
-    answer = _login(Client(), admin.username, PASSWORD, path="/admin/login/",
-                    ip="192.0.2.9")
+    answer = _login(Client(), admin.username, PASSWORD, path="/admin/login/")
     assert "Too many failed sign-ins" in answer.content.decode()
     assert "_auth_user_id" not in answer.client.session
+    answer = _login(Client(), admin.username, PASSWORD, path="/admin/login/", ip="192.0.2.9")
+    assert "_auth_user_id" in answer.client.session
+
+
+def test_behind_the_proxy_the_address_is_the_proxys_x_real_ip(role_user, settings):
+    """One client-IP rule (fleet.client_ip): behind the proxy X-Real-IP names the client;
+    without it a client-sent X-Real-IP is ignored."""
+    settings.BEHIND_PROXY = True
+    user = role_user("viewer")
+    for i in range(10):  # all through the proxy (one REMOTE_ADDR), one attacker
+        Client().post("/accounts/login/", {"username": user.username, "password": f"g{i}"},
+                      REMOTE_ADDR="10.0.0.2", HTTP_X_REAL_IP="198.51.100.9")
+    owner = Client().post("/accounts/login/", {"username": user.username, "password": PASSWORD},
+                          REMOTE_ADDR="10.0.0.2", HTTP_X_REAL_IP="192.0.2.10")
+    assert owner.status_code == 302
+    settings.BEHIND_PROXY = False
+    for i in range(10):  # no proxy: a forged header does not give a fresh address
+        Client().post("/accounts/login/", {"username": "x", "password": f"g{i}"},
+                      REMOTE_ADDR="203.0.113.40", HTTP_X_REAL_IP=f"192.0.2.{100 + i}")
+    spoofed = Client().post("/accounts/login/", {"username": "x", "password": "g"},
+                            REMOTE_ADDR="203.0.113.40", HTTP_X_REAL_IP="192.0.2.200")
+    assert spoofed.status_code == 429
 
 
 def test_the_window_ends_and_a_success_clears_the_username(role_user, settings):

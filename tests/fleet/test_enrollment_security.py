@@ -21,9 +21,10 @@ pytestmark = pytest.mark.django_db
 
 def enroll(client: Client, secret: str, machine_id: str = "machine-1",
            hostname: str = "gpu-node-1", ip: str = "10.0.0.1", **extra):
+    meta = {k: extra.pop(k) for k in list(extra) if k.startswith("HTTP_")}
     return client.post("/api/v1/enroll", {"secret": secret, "machine_id": machine_id,
                                           "hostname": hostname, **extra},
-                       content_type="application/json", REMOTE_ADDR=ip)
+                       content_type="application/json", REMOTE_ADDR=ip, **meta)
 
 
 @pytest.fixture
@@ -138,3 +139,22 @@ def test_an_uninstall_can_revoke_a_pending_token(client) -> None:
     assert client.post("/api/v1/revoke",
                        headers={"Authorization": f"Bearer {pending}"}).status_code == 200
     assert not AgentToken.objects.filter(pending=True, revoked_at=None).exists()
+
+
+def test_behind_the_proxy_rate_limits_and_requested_from_use_the_proxys_client_ip(
+        client, settings) -> None:
+    """One client-IP rule (fleet.client_ip), as the sign-in throttle uses: behind the proxy
+    every request comes from the proxy's address, so X-Real-IP must name the client."""
+    settings.BEHIND_PROXY = True
+    settings.ENROLL_RATE, settings.ENROLL_BURST = (1, 60), 3
+    for n in range(3):
+        assert enroll(client, f"fes_guess{n}", ip="10.0.0.2",
+                      HTTP_X_REAL_IP="198.51.100.4").status_code == 403
+    assert enroll(client, "fes_guess9", ip="10.0.0.2",
+                  HTTP_X_REAL_IP="198.51.100.4").status_code == 429
+    _, secret = EnrollmentSecret.create("rack-a", max_uses=5)
+    assert enroll(client, secret, ip="10.0.0.2", HTTP_X_REAL_IP="192.0.2.5").status_code == 201
+    again = enroll(client, secret, ip="10.0.0.2", hostname="again",
+                   HTTP_X_REAL_IP="192.0.2.6")
+    assert again.status_code == 202
+    assert str(AgentToken.objects.get(pending=True).requested_from) == "192.0.2.6"

@@ -186,3 +186,26 @@ def test_the_fleet_is_re_evaluated_under_the_new_bundle(kb_settings, make_bundle
 
     finding = Finding.objects.active().get(rule_id="bundle-test-every-vllm-server")
     assert "0.27.0" in finding.message
+
+
+def test_a_bundle_nested_100000_deep_is_refused_not_a_traceback(kb_settings, tmp_path):
+    import gzip
+
+    path = tmp_path / "deep.kb.json.gz"
+    path.write_bytes(gzip.compress(b"[" * 100000 + b"]" * 100000))
+
+    code, err = _update(path)
+
+    assert code == 1 and "nested too deeply" in err
+    _unchanged()
+
+
+@pytest.mark.parametrize("name", ["data/deep.json", "data/deep.yaml", "rules/zz_deep.yaml"])
+def test_a_signed_bundle_with_a_deeply_nested_file_is_refused(kb_settings, make_bundle, name):
+    def edit(files):
+        files[name] = b"[" * 100000 + b"]" * 100000
+
+    code, err = _update(make_bundle(edit, validate=False))
+
+    assert code == 1 and "refused" in err and "nested too deeply" in err
+    _unchanged()
