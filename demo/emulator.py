@@ -67,6 +67,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b'{"detail": "Not Found"}')
 
 
+#: Longest wait for a server's poll loop to end, seconds (it polls every 0.2 s).
+STOP_TIMEOUT_S = 3.0
+
+
+def stop_server(httpd: ThreadingHTTPServer, thread: threading.Thread,
+                timeout: float = STOP_TIMEOUT_S) -> None:
+    """Stop ``httpd`` (served by ``thread``) within ``timeout`` seconds and free its port.
+
+    ``shutdown()`` waits without a timeout for ``serve_forever`` to end (forever if that loop
+    never ran or is stuck), so it runs in a helper thread joined with a timeout; the socket
+    is closed either way, which frees the port.
+    """
+    if thread.is_alive():
+        helper = threading.Thread(target=httpd.shutdown, name="server-shutdown", daemon=True)
+        helper.start()
+        helper.join(timeout)
+    httpd.server_close()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -95,6 +114,5 @@ class Emulator:
         return f"http://{host}:{port}"
 
     def stop(self) -> None:
-        """Shut down and close the socket."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        """Shut down (bounded, :func:`stop_server`) and close the socket."""
+        stop_server(self.httpd, self.thread)

@@ -13,6 +13,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from demo.emulator import stop_server
+
 #: Largest body kept, bytes (an alert message is a few KiB).
 MAX_BODY_BYTES = 1 << 20
 
@@ -65,6 +67,5 @@ class WebhookReceiver:
         return target
 
     def stop(self) -> None:
-        """Shut down and close the socket."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        """Shut down (bounded, :func:`demo.emulator.stop_server`) and close the socket."""
+        stop_server(self.httpd, self.thread)

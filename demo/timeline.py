@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,9 @@ STEADY_INTERVAL_S = 30
 SETTLE_AFTER_S = 90
 #: A dashboard unreachable for this long (seconds) ends the simulation.
 GIVE_UP_AFTER_S = 90
+#: Longest wait for every emulator to stop on close, seconds (each stop is bounded by
+#: demo.emulator.STOP_TIMEOUT_S; SIGTERM must end the simulator well within ~10 s).
+CLOSE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -235,8 +239,13 @@ class FleetSim:
 
     def close(self) -> None:
         """Stop every emulator (in parallel: each shutdown waits for its poll loop)."""
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            list(pool.map(SimNode.stop, self.nodes.values()))
+        pool = ThreadPoolExecutor(max_workers=16)
+        try:
+            # Each stop is bounded (demo.emulator.stop_server); the overall wait is too.
+            futures_wait([pool.submit(node.stop) for node in self.nodes.values()],
+                         timeout=CLOSE_TIMEOUT_S)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def dashboard_up(server_url: str) -> bool:

@@ -105,20 +105,47 @@ def to_json(answer: Any) -> str:
     return json.dumps(answer, indent=2, sort_keys=True, default=str)
 
 
-def to_text(answer: dict[str, Any]) -> str:
-    """Human-readable form of one answer."""
+#: Text-format order of setting sources: what the command line set, then what vLLM derives
+#: from it, then plain defaults (JSON keeps the sorted-by-name mapping).
+SOURCE_ORDER = {"argv": 0, "derived": 1, "default": 2}
+
+
+def unknown_lines(unknown: list[str], argv: list[str] | None = None) -> list[str]:
+    """Text lines for ``unknown`` tokens: options (``--x``) on one line; a bare token is a
+    value, named after the unknown option right before it in ``argv`` when there is one
+    (``3 (possibly the value of --bogus-flag)``): an option no release knows never takes the
+    next token, so the parser reports that token too."""
+    options = [t for t in unknown if t.startswith("-")]
+    values = [t for t in unknown if not t.startswith("-")]
+    lines = [f"unknown options: {', '.join(options)}"] if options else []
+    if values:
+        tokens = list(argv or [])
+        named = []
+        for value in values:
+            owner = next((tokens[i - 1] for i, t in enumerate(tokens)
+                          if t == value and i and tokens[i - 1] in options), None)
+            named.append(f"{value} (possibly the value of {owner})" if owner else value)
+        lines.append(f"unexpected values: {', '.join(named)}")
+    return lines
+
+
+def to_text(answer: dict[str, Any], argv: list[str] | None = None) -> str:
+    """Human-readable form of one answer; ``argv`` (the command line explained) lets unknown
+    values be tied to the option before them. Settings: argv, then derived, then defaults."""
     lines = [f"vLLM {answer['vllm_version']}: {answer['release_note']}"]
     if answer["gpu"]:
         gpu = answer["gpu"]
         lines.append(f"GPU: {gpu['count']} x {gpu['name']} ({gpu['memory_gib']} GiB, "
                      f"CC {gpu['compute_capability']})")
     width = max((len(n) for n in answer["settings"]), default=10)
-    for name, row in answer["settings"].items():
+    rows = sorted(answer["settings"].items(),
+                  key=lambda item: (SOURCE_ORDER.get(item[1]["source"], 3), item[0]))
+    for name, row in rows:
         value = json.dumps(row["value"], sort_keys=True, default=str)
         lines.append(f"  {name:<{width}}  {value}  [{row['source']}] {row['detail']}")
-    for label, key in (("unknown options", "unknown"), ("deprecated", "deprecated")):
-        if answer[key]:
-            lines.append(f"{label}: {', '.join(answer[key])}")
+    lines += unknown_lines(answer["unknown"], argv)
+    if answer["deprecated"]:
+        lines.append(f"deprecated: {', '.join(answer['deprecated'])}")
     for item in answer["not_accepted"]:
         when = item["removed_in"] and f"removed in {item['removed_in']}" or \
             item["added_in"] and f"first in {item['added_in']}" or "in no known release"

@@ -4,7 +4,7 @@
 validates each with ``fleet_agent.schema.parse_report``, builds one context per server
 (audit.kb.context.build_contexts), evaluates the knowledge base and returns::
 
-    {"kb_version": "<sha256>", "reports": [{"file", "hostname", "servers": [
+    {"kb_version": "<sha256>", "reports": [{"file", "hostname", "gpu_count", "servers": [
         {"pid", "base_url", "findings": [{rule_id, severity, kind, title, message,
           remediation, references, evidence}], "failures": [{rule_id, error}]}]}]}
 
@@ -70,6 +70,7 @@ def evaluate_report(report: dict[str, Any], file: str, kb: KnowledgeBase,
     servers = report.get("servers") or []
     return {
         "file": file, "hostname": (report.get("host") or {}).get("hostname"),
+        "gpu_count": len(report.get("gpus") or []),
         "servers": [_server_result(c, s, kb) for c, s in zip(contexts, servers, strict=True)],
         "failed_starts": [failed_start_result(entry, kb)
                           for entry in report.get("failed_starts") or []],
@@ -119,11 +120,19 @@ def evaluate_files(paths: Sequence[str | Path], history: bool = False,
     return {"kb_version": kb.version, "reports": results}
 
 
+def no_server_line(report: dict[str, Any]) -> str:
+    """What the text format says for a report without a vLLM server (rather than nothing)."""
+    return (f"-- no vLLM server found in this report ({report.get('gpu_count', 0)} GPUs, "
+            f"{len(report.get('failed_starts') or [])} failed starts)")
+
+
 def render_text(result: dict[str, Any]) -> str:
     """Human-readable form of :func:`evaluate_files` output for support engineers."""
     lines = [f"knowledge base {result['kb_version'][:12]}"]
     for report in result["reports"]:
         lines.append(f"\n== {report['file']} (host {report['hostname']})")
+        if not report["servers"]:
+            lines.append(no_server_line(report))
         for server in report["servers"]:
             lines.append(f"-- server pid {server['pid']} at {server['base_url']}: "
                          f"{len(server['findings'])} finding(s)")

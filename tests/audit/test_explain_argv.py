@@ -95,3 +95,21 @@ def test_the_command_exits_2_with_the_field_path_on_bad_input(tmp_path: Path, ca
         call_command("explain_argv", "--batch", str(batch))
     assert caught.value.code == 2
     assert "[0].gpu: must be an object or null" in capsys.readouterr().err
+
+
+def test_text_format_shows_an_unknown_options_value_as_its_value_not_an_option(capsys) -> None:
+    out = run("--vllm-version", "0.11.0", "--format", "text", "--", "vllm", "serve", "m",
+              "--max-num-seqs", "8", "--bogus-flag", "3", capsys=capsys)
+    assert "unknown options: --bogus-flag\n" in out + "\n"
+    assert "3 (possibly the value of --bogus-flag)" in out
+    sources = [line.split("[")[1].split("]")[0] for line in out.splitlines()
+               if line.startswith("  ") and "[" in line]
+    assert sources == sorted(sources, key=["argv", "derived", "default"].index)
+    assert sources[0] == "argv" and "default" in sources
+
+
+def test_json_still_lists_an_unknown_options_value_under_unknown(capsys) -> None:
+    answer = json.loads(run("--vllm-version", "0.11.0", "--", "vllm", "serve", "m",
+                            "--bogus-flag", "3", capsys=capsys))
+    assert answer["unknown"] == ["--bogus-flag", "3"]
+    assert list(answer["settings"]) == sorted(answer["settings"])

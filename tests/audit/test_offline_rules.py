@@ -100,3 +100,13 @@ def test_recommend_loads_the_edited_folder(report_file, edited_rules, monkeypatc
     code = cli.run_recommend(report_file, None, "json", out=out, err=err,
                              rules=str(edited_rules))
     assert code == 1 and "zz_trial.yaml" in err.getvalue()
+
+
+def test_audit_snapshot_text_says_so_when_a_report_has_no_vllm_server(tmp_path: Path):
+    report = seed_report("PUSH")
+    report["servers"] = []
+    path = tmp_path / "idle.json"
+    path.write_text(json.dumps(report))
+    out, err = io.StringIO(), io.StringIO()
+    assert snapshot.run([str(path)], "text", out=out, err=err) == 0, err.getvalue()
+    assert "no vLLM server found in this report (2 GPUs, 0 failed starts)" in out.getvalue()

@@ -47,4 +47,5 @@ class Command(BaseCommand):
         except (ExplainError, OSError, ValueError) as exc:
             self.stderr.write(f"explain_argv: {exc}")
             sys.exit(2)
-        self.stdout.write(to_json(answer) if options["format"] == "json" else to_text(answer))
+        self.stdout.write(to_json(answer) if options["format"] == "json"
+                          else to_text(answer, list(options["argv"])))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import signal
 import threading
 import time
@@ -59,6 +60,34 @@ def run_beat() -> dict[str, Any]:
     return {"alerts": sweep(), "silent": check_silent_hosts(), "unevaluated": sweep_unevaluated()}
 
 
+#: A second SIGTERM/SIGINT this many seconds after the first kills the process; sooner, it is
+#: taken as the same request (make demo's Ctrl-C reaches the simulator twice: from the
+#: terminal and from demo/run_sim.sh's trap).
+SECOND_SIGNAL_AFTER_S = 2.0
+
+
+def install_stop_handlers(stop: threading.Event) -> None:
+    """SIGTERM/SIGINT ask ``stop`` to be set; a later second one ends the process outright.
+
+    The handler never calls ``stop.set()`` itself: Python runs it in the main thread between
+    two bytecodes, possibly while that thread holds the Event's internal lock (inside
+    ``stop.wait()``), and ``set()`` would then wait on that lock forever with every later
+    signal ignored (the ``make demo`` hang). A short-lived thread sets it instead.
+    """
+    first: list[float] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        if not first:
+            first.append(time.monotonic())
+            threading.Thread(target=stop.set, name="stop-signal", daemon=True).start()
+        elif time.monotonic() - first[0] > SECOND_SIGNAL_AFTER_S:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
+
+
 class Command(BaseCommand):
     help = "Enroll the simulated fleet with the dashboard at --url and play its timeline."
 
@@ -88,8 +117,7 @@ class Command(BaseCommand):
             raise CommandError(f"--url must be a loopback http(s) URL, got {url!r}")
         self._wait_for(url, options["wait"])
         stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
+        install_stop_handlers(stop)
         # One line per HTTP call and per spooled report would drown the simulator's own log.
         for name in ("httpx", "fleet_agent"):
             logging.getLogger(name).setLevel(logging.WARNING)
