@@ -32,6 +32,7 @@ from fleet_agent import (
     modelfiles,
     ondisk,
     probe,
+    probes,
     procfs,
     redact,
     trim,
@@ -70,6 +71,9 @@ class CycleInput:
     failed_start_sources: failed_starts.Sources | None = None
     #: Servers of the previous cycle, for "a vLLM process died since"; None skips that.
     process_memory: failed_starts.ProcessMemory | None = None
+    #: Live probes an operator asked for (issue 17), ``{server identity: [names]}``; a server
+    #: not named here is never sent a probe request.
+    probe_requests: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -245,6 +249,12 @@ def _server_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str
         found.add(api_key)
     if inp.probe_http and connect:
         _apply_probe(entry, probe.probe(connect, api_key))
+        slot = probes.slot_of(entry.get("base_url"), entry["argv"])
+        names = inp.probe_requests.get(slot) or inp.probe_requests.get(probes.ALL_SERVERS)
+        if names:
+            model = entry["models"][0]["id"] if entry.get("models") else None
+            entry["probes"] = [{**r, "evidence": redact.redact_text(r["evidence"], found)}
+                               for r in probes.run_probes(connect, model, names, api_key)]
     entry["base_url"] = redact.redact_urls(entry["base_url"], found) \
         if entry.get("base_url") else None
     entry["errors"] = [redact.redact_text(e, found) for e in entry["errors"]]

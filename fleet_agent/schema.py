@@ -237,6 +237,28 @@ class ModelFiles(_Model):
     errors: list[str] = Field(default_factory=list)
 
 
+#: Live probes (issue 17): names the agent knows, and bounds of one result.
+PROBE_NAMES: tuple[str, ...] = ("stream_control_tokens", "forced_tool_choice",
+                                "tool_continuation_cot", "draft_acceptance", "template_identity")
+MAX_PROBES = 16
+MAX_PROBE_EVIDENCE_CHARS = 2000
+
+
+class ProbeOutcome(_Model):
+    """One live probe's result on this server (issue 17; run only when an operator asked).
+
+    ``outcome``: ``confirmed`` (the known issue shows on this server), ``not_reproduced``,
+    ``error`` (the probe could not run to a verdict) or ``skipped`` (not applicable, e.g. no
+    speculative decoding). ``evidence``: a trimmed, redacted excerpt; ``duration_ms`` in ms.
+    """
+
+    name: str = Field(min_length=1, max_length=64)
+    ran_at: UtcDatetime
+    outcome: Literal["confirmed", "not_reproduced", "error", "skipped"]
+    evidence: str = Field(default="", max_length=MAX_PROBE_EVIDENCE_CHARS)
+    duration_ms: int = Field(default=0, ge=0, le=PG_INTEGER_MAX)
+
+
 class ServerInfo(_Model):
     """One vLLM API-server process (not its EngineCore/worker children)."""
 
@@ -262,6 +284,8 @@ class ServerInfo(_Model):
     model_revision: str | None = Field(default=None, max_length=255)
     discovered: bool | None = None  # False: declared in the agent config, not seen in /proc
     model_files: ModelFiles | None = None  # issue 11: the model's config/weights from disk
+    probes: list[ProbeOutcome] = Field(default_factory=list,  # issue 17: live probes
+                                       max_length=MAX_PROBES)
 
 
 class GpuProcess(_Model):
