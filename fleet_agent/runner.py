@@ -32,6 +32,8 @@ class Agent:
     sources: failed_starts.Sources | None = None
     #: Live probes asked for by the dashboard's last answers (issue 17), run next cycle.
     probe_requests: dict[str, list[str]] = field(default_factory=dict)
+    #: Last probe results per server identity, re-sent with each report (issue 17).
+    probe_memory: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def state(self) -> StateFile:
         """The state file next to the spool."""
@@ -49,7 +51,8 @@ class Agent:
                                  spool_depth=spool.depth() if spool else None,
                                  failed_start_sources=self.failed_start_sources(),
                                  process_memory=self.memory,
-                                 probe_requests=self.probe_requests)
+                                 probe_requests=self.probe_requests,
+                                 probe_memory=self.probe_memory)
         report = collect.collect(inp)
         self.probe_requests = {}  # run once per request; the dashboard asks again when due
         return report

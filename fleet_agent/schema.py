@@ -257,6 +257,9 @@ class ProbeOutcome(_Model):
     outcome: Literal["confirmed", "not_reproduced", "error", "skipped"]
     evidence: str = Field(default="", max_length=MAX_PROBE_EVIDENCE_CHARS)
     duration_ms: int = Field(default=0, ge=0, le=PG_INTEGER_MAX)
+    #: What the result was measured on: a later version or template re-arms the advisory.
+    vllm_version: str | None = Field(default=None, max_length=128)
+    template_sha256: str | None = Field(default=None, max_length=64)
 
 
 class ServerInfo(_Model):
