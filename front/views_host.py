@@ -158,7 +158,8 @@ def probe_rows(ctx: dict[str, Any] | None, server: Server) -> dict[str, Any]:
     block = (ctx or {}).get("probes") or {}
     rows = [{"name": name, **result} for name, result in block.items()
             if result.get("at") or result.get("stale")]
-    return {"enabled": fleet_probes.policy_for(server.host_id, server.identity) is not None, "rows": rows}
+    enabled = fleet_probes.policy_for(server.host_id, server.identity) is not None
+    return {"enabled": enabled, "rows": rows}
 
 
 #: Servers and GPUs drawn on one host page (running servers first): a report holds at most
