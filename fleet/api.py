@@ -304,6 +304,7 @@ _REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json"
           response={202: AcceptedOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut,
                     411: ErrorOut, 413: ErrorOut, 415: ErrorOut, 422: ErrorOut, 429: ErrorOut,
                     503: ErrorOut},
+          exclude_none=True,  # no "probes" key unless some are due (issue 17)
           summary="Submit one agent report (optionally gzip-encoded)")
 def submit_report(request: HttpRequest) -> Status:
     """Validate and store one report; 202 also for a re-sent ``report_id`` (stored once)."""

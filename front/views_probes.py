@@ -17,8 +17,8 @@ from front.views_host import get_host_for_user
 DEFAULT_PROBE_INTERVAL_S = 24 * 3600
 
 
+@permits("run_probes")  # login first: anonymous users are redirected, never told 405
 @require_POST
-@permits("run_probes")
 def probe_policy(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     """POST ``server`` (identity, "" for every server), ``action`` (``enable``/``disable``),
     optional ``interval_h`` (hours, at least 1); back to the host page with a message."""
