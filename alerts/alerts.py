@@ -122,6 +122,13 @@ def _ref(rule_id: str, title: str, severity: str, rules: dict[str, Rule | None],
                       remediation=remediation, url=finding_url(finding) if finding else "")
 
 
+#: Marker of a finding a live probe confirmed (audit/kb/probes.py summary, issue 17).
+PROBE_CONFIRMED = "Confirmed on this server by a live probe"
+#: After an upgrade, earlier probe results no longer hold (they are re-armed).
+PROBE_HINT = ("Earlier live-probe results are re-armed: run the live probes (host page) to "
+              "see which advisories are real on this server.")
+
+
 def _server_name(event: FindingEvent) -> str:
     return event.server.identity if event.server_id else ""
 
@@ -140,6 +147,8 @@ def _finding_route(event: FindingEvent, rules: dict[str, Rule | None]) -> Routed
         severity = new
         trigger = _opened_trigger(finding, rules)
         headline = f"escalated {old} → {new}: {finding.title}"
+        if PROBE_CONFIRMED in finding.message:  # issue 17: a live probe decided it
+            headline = f"confirmed on this server, escalated {old} → {new}: {finding.title}"
     else:
         trigger, headline = _opened_trigger(finding, rules), finding.title
     item = AlertItem(kind=event.kind, host=event.host.hostname, host_url=host_url(event.host),
@@ -196,7 +205,8 @@ def _upgrade_route(event: FindingEvent, rules: dict[str, Rule | None]) -> Routed
     if event.kind == FindingEvent.Kind.VERSION_CHANGED:
         old, new, state = payload.get("old", "?"), payload.get("new", "?"), "running"
         headline = f"vLLM {old} → {new}"
-        detail = f"Now running vLLM {new}, which brings {len(refs)} finding(s): {names}"
+        detail = (f"Now running vLLM {new}, which brings {len(refs)} finding(s): {names}. "
+                  f"{PROBE_HINT}")
     else:
         old, new, state = payload.get("running", "?"), payload.get("installed", "?"), "pending"
         headline = f"vLLM {old} → {new} installed, not yet running"

@@ -222,7 +222,8 @@ def _metrics_due(state: ServerAuditState, at: datetime) -> bool:
 
 def config_fingerprint(raw_server: dict, gpus: list[dict], kb_version: str) -> str:
     """sha256 over what config rules read: process identity, versions, argv, env,
-    template, GPU names/uuids and the knowledge-base version. A restart changes it
+    template, GPU names/uuids, live-probe results and the knowledge-base version. A restart
+    changes it
     too, so restart rules re-run."""
     template = raw_server.get("chat_template") or {}
     material = {
@@ -234,6 +235,9 @@ def config_fingerprint(raw_server: dict, gpus: list[dict], kb_version: str) -> s
         "models": raw_server.get("models"), "gpu_uuids": raw_server.get("gpu_uuids"),
         "gpus": sorted((g.get("uuid", ""), g.get("name", "")) for g in gpus),
         "kb": kb_version,
+        # issue 17: a new live-probe result changes what the advisories say
+        "probes": sorted((str(p.get("name")), str(p.get("ran_at")), str(p.get("outcome")))
+                         for p in raw_server.get("probes") or [] if isinstance(p, dict)),
     }
     blob = json.dumps(material, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()

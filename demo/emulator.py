@@ -1,4 +1,5 @@
-"""A local stand-in for one vLLM server's HTTP API: ``/version``, ``/v1/models``, ``/metrics``.
+"""A local stand-in for one vLLM server's HTTP API: ``/version``, ``/v1/models``, ``/metrics``
+(and, for the live probes of issue 17, ``/v1/chat/completions`` and ``/tokenize``).
 
 Answers like vLLM does (vllm-facts.md section 2): ``/version`` and ``/metrics`` need no
 key, ``/v1/*`` wants ``Authorization: Bearer <key>`` when the server has ``--api-key``.
@@ -30,7 +31,14 @@ class Behaviour:
     max_model_len: int
     state: TrafficState
     api_key: str | None = None
+    #: Live-probe failure shapes this server shows (see :data:`FAULTS`); empty: healthy.
+    faults: set[str] = field(default_factory=set)
+    #: Draft acceptance of its drafter (0-1) when it runs speculative decoding, else None.
+    draft_acceptance: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: POST requests received (chat completions, tokenize): a server whose probes are off
+    #: must stay at 0.
+    posts: int = 0
 
     def metrics_text(self) -> str:
         """The exposition at the current time (thread-safe)."""
@@ -63,6 +71,27 @@ class _Handler(BaseHTTPRequestHandler):
             card = {"id": b.model_id, "object": "model", "owned_by": "vllm", "root": b.root,
                     "parent": None, "max_model_len": b.max_model_len, "permission": []}
             self._send(200, json.dumps({"object": "list", "data": [card]}).encode())
+        else:
+            self._send(404, b'{"detail": "Not Found"}')
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        b: Behaviour = self.server.behaviour  # type: ignore[attr-defined]
+        b.posts += 1
+        if b.api_key and self.headers.get("Authorization") != f"Bearer {b.api_key}":
+            self._send(401, b'{"error": "Unauthorized"}')
+            return
+        try:
+            length = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self._send(400, b'{"error": "bad json"}')
+            return
+        if self.path == "/v1/chat/completions" and body.get("stream"):
+            self._send(200, chat_stream(b), "text/event-stream")
+        elif self.path == "/v1/chat/completions":
+            self._send(200, json.dumps(chat_answer(b, body)).encode())
+        elif self.path == "/tokenize":
+            self._send(200, json.dumps(tokenize_answer(b, body)).encode())
         else:
             self._send(404, b'{"detail": "Not Found"}')
 
@@ -116,3 +145,76 @@ class Emulator:
     def stop(self) -> None:
         """Shut down (bounded, :func:`stop_server`) and close the socket."""
         stop_server(self.httpd, self.thread)
+
+
+# ------------------------------------------------------------------ live-probe answers (issue 17)
+#: Faults an emulated server can be switched into (``Behaviour.faults``), each the failure shape
+#: of the advisory a probe tests: ``stream_turn_leak`` (#49955: the streamed tail carries
+#: ``<turn|>``), ``tool_choice_prose`` (#50477: forced tool_choice answered with prose),
+#: ``cot_leak`` (#45834/#45852: reasoning in ``content`` after a tool response),
+#: ``template_drops_tool`` (the rendered prompt loses the tool response).
+FAULTS = frozenset({"stream_turn_leak", "tool_choice_prose", "cot_leak", "template_drops_tool"})
+#: Tokens each emulated chat completion generates (the probes cap max_tokens at 48+).
+EMULATED_COMPLETION_TOKENS = 12
+#: Draft tokens proposed per generated token when ``draft_acceptance`` is set (k=3 EAGLE3).
+EMULATED_SPEC_K = 3
+
+
+def chat_answer(b: Behaviour, body: dict) -> dict:
+    """The non-streamed answer of ``POST /v1/chat/completions`` for ``body``."""
+    _count_drafts(b)
+    message: dict = {"role": "assistant", "content": "Hello! How can I help you today?"}
+    finish = "stop"
+    choice = body.get("tool_choice")
+    if choice == "required" or isinstance(choice, dict):
+        finish = "tool_calls"
+        if "tool_choice_prose" not in b.faults:
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": {"name": "get_time", "arguments": "{\"city\": \"Paris\"}"}}]}
+        else:
+            message["content"] = "I would call get_time for Paris."
+    elif (body.get("messages") or [{}])[-1].get("role") == "tool":
+        if "cot_leak" in b.faults:
+            message["content"] = "<think>The tool said 14:05.</think>It is 14:05 in Paris."
+        else:
+            message = {"role": "assistant", "content": "It is 14:05 in Paris.",
+                       "reasoning_content": "The tool said 14:05."}
+    return {"id": "chatcmpl-emu", "object": "chat.completion", "model": b.model_id,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+
+
+def chat_stream(b: Behaviour) -> bytes:
+    """The SSE body of a streamed completion; its tail leaks ``<turn|>`` under the fault."""
+    _count_drafts(b)
+    pieces = ["Hello", "!", " Nice", " to", " meet", " you", "."]
+    if "stream_turn_leak" in b.faults:
+        pieces.append("<turn|>")
+    events = [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+              for p in pieces]
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+
+
+def tokenize_answer(b: Behaviour, body: dict) -> dict:
+    """``POST /tokenize`` with ``messages``: the rendered prompt as token strings."""
+    parts = []
+    for m in body.get("messages") or []:
+        if m.get("role") == "tool" and "template_drops_tool" in b.faults:
+            continue
+        parts.append(f"<|turn>{m.get('role')}\n{m.get('content') or ''}<turn|>\n")
+    rendered = "".join(parts) + "<|turn>model\n"
+    return {"count": len(rendered), "max_model_len": b.max_model_len,
+            "tokens": list(range(len(rendered))), "token_strs": list(rendered)}
+
+
+def _count_drafts(b: Behaviour) -> None:
+    """Advance the spec-decode counters by one completion's drafts at the set acceptance."""
+    if b.draft_acceptance is None:
+        return
+    with b.lock:
+        drafts = EMULATED_COMPLETION_TOKENS / (1 + EMULATED_SPEC_K * b.draft_acceptance)
+        b.state._add("vllm:spec_decode_num_drafts", drafts)
+        b.state._add("vllm:spec_decode_num_draft_tokens", drafts * EMULATED_SPEC_K)
+        b.state._add("vllm:spec_decode_num_accepted_tokens",
+                     drafts * EMULATED_SPEC_K * b.draft_acceptance)

@@ -78,6 +78,12 @@ class SimNode:
         self.epoch = epoch
         self.interval_s = interval_s
         self.silent = False
+        #: Live probes (issue 17) the agent runs next cycle, and its last results: kept here
+        #: because each cycle builds a fresh Agent. A host spec with ``probes`` starts with
+        #: the request an operator's "turn probes on" would bring in the first answer.
+        self.probe_requests: dict[str, list[str]] = {"*": list(spec.probes)} \
+            if spec.probes else {}
+        self.probe_memory: dict[str, list[dict[str, Any]]] = {}
         self.servers: dict[str, RunningServer] = {}
         #: systemd units that fail to start (demo.fakesystemd), newest last.
         self.failed_units: list[dict[str, Any]] = []
@@ -114,7 +120,8 @@ class SimNode:
         state.advance(time.time())  # as if it had served since it started
         behaviour = Behaviour(version=server.version, model_id=server.model_id,
                               root=server.root, max_model_len=server.max_model_len,
-                              state=state, api_key=server.api_key)
+                              state=state, api_key=server.api_key,
+                              faults=set(server.faults))
         old = self.servers.get(server.key)
         emulator = old.emulator if old else self._listen(behaviour, server.port)
         emulator.httpd.behaviour = behaviour  # type: ignore[attr-defined]
@@ -259,9 +266,11 @@ class SimNode:
         """One ``fleet-agent`` cycle: collect, spool, deliver. Returns the drain summary."""
         self.write_nvml()
         agent = self.agent()
+        agent.probe_requests, agent.probe_memory = self.probe_requests, self.probe_memory
         deliverer = agent.deliverer(stop or threading.Event())
         try:
             return agent.cycle(deliverer)
         finally:
+            self.probe_requests = agent.probe_requests
             if deliverer is not None:
                 deliverer.close()

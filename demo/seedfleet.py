@@ -111,12 +111,17 @@ def light_host(hostname: str = "h100-light-01") -> HostSpec:
 
 
 def push_host(hostname: str = "h100-push-01", version: str = "0.25.1",
-              docker: bool = False) -> HostSpec:
+              docker: bool = False, probed: bool = False) -> HostSpec:
     """seed 000 PUSH: one TP=2 server over both H100s (optionally in a container)."""
     server = _gemma_server("main", _light_argv(tp=2), version, PUSH_LOAD, tp=2, gpus=(0, 1))
+    if probed:
+        # Issue 17: this server answers a forced tool_choice with prose (#50477) and its
+        # operator turned live probes on, so the advisory shows as confirmed on it.
+        server = server.changed(faults=("tool_choice_prose",))
     if docker:
         server = as_container(server, f"vllm/vllm-openai:v{version}", hostname)
-    return HostSpec(hostname, (H100, H100), (server,), role="seed 000 PUSH (TP=2)")
+    return HostSpec(hostname, (H100, H100), (server,), role="seed 000 PUSH (TP=2)",
+                    probes=("forced_tool_choice", "stream_control_tokens") if probed else ())
 
 
 def as_container(server: ServerSpec, image: str, name: str) -> ServerSpec:
@@ -206,7 +211,7 @@ def seed_hosts() -> list[HostSpec]:
     """Every seed-recipe host of the demo fleet, in a stable order."""
     return [
         light_host("h100-light-01"),
-        push_host("h100-push-01"),
+        push_host("h100-push-01", probed=True),
         push_host("h100-push-02", docker=True),
         single_light("h100-chat-03", "pending upgrade (0.28.0 installed, 0.25.1 running)",
                      installed="0.28.0"),

@@ -83,6 +83,8 @@ class ServerSpec:
     mem_fraction: float = 0.9
     cache: tuple[tuple[str, str], ...] = ()
     api_key: str | None = None
+    #: Live-probe failure shapes its emulator shows (``demo.emulator.FAULTS``, issue 17).
+    faults: tuple[str, ...] = ()
 
     def changed(self, **changes: Any) -> ServerSpec:
         """A copy with ``changes`` applied."""
@@ -108,6 +110,8 @@ class HostSpec:
     role: str = ""
     labels: tuple[tuple[str, str], ...] = ()
     gpu_error: str | None = None
+    #: Live probes its agent runs from the start (issue 17), as if an operator enabled them.
+    probes: tuple[str, ...] = ()
 
     @property
     def machine_id(self) -> str:

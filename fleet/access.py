@@ -38,13 +38,15 @@ ACTIONS: dict[str, str] = {
     "manage_tokens": "fleet.change_agenttoken",
     "manage_users": "auth.change_user",
     "manage_alerts": "alerts.change_alertchannel",
+    "run_probes": "fleet.change_probepolicy",  # issue 17: opt-in live probes
 }
 
 #: Permissions each role's group holds (cumulative: admin includes operator).
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "viewer": (),
-    "operator": ("audit.change_finding", "fleet.change_server"),
-    "admin": ("audit.change_finding", "fleet.change_server", "fleet.change_enrollmentsecret",
+    "operator": ("audit.change_finding", "fleet.change_server", "fleet.change_probepolicy"),
+    "admin": ("audit.change_finding", "fleet.change_server", "fleet.change_probepolicy",
+              "fleet.change_enrollmentsecret",
               "fleet.change_agenttoken", "auth.change_user", "alerts.change_alertchannel",
               "alerts.add_alertchannel", "alerts.view_alertchannel"),
 }

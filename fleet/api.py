@@ -27,11 +27,12 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.responses import Status
 from ninja.security import HttpBearer
 
+from fleet import probes as fleet_probes
 from fleet.bodies import BodyError, read_capped_body
 from fleet.client_ip import client_ip, client_ip_or_none
 from fleet.models import AgentToken, EnrollmentSecret, Host, Report, future_cutoff, sha256_hex
 from fleet.ratelimit import check_rate
-from fleet.recording import store_report
+from fleet.recording import server_identity, store_report
 from fleet.signals import report_needs_evaluation
 from fleet_agent.redact import redact_report
 from fleet_agent.schema import (
@@ -177,6 +178,8 @@ class AcceptedOut(Schema):
 
     report_id: str
     duplicate: bool
+    #: Live probes due on this host's servers (issue 17); absent when none are.
+    probes: list[dict[str, Any]] | None = None
 
 
 def _client_ip(request: HttpRequest) -> str:
@@ -299,6 +302,7 @@ _REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json"
           response={202: AcceptedOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut,
                     411: ErrorOut, 413: ErrorOut, 415: ErrorOut, 422: ErrorOut, 429: ErrorOut,
                     503: ErrorOut},
+          exclude_none=True,  # no "probes" key unless some are due (issue 17)
           summary="Submit one agent report (optionally gzip-encoded)")
 def submit_report(request: HttpRequest) -> Status:
     """Validate and store one report; 202 also for a re-sent ``report_id`` (stored once)."""
@@ -319,7 +323,18 @@ def submit_report(request: HttpRequest) -> Status:
     report, created = store_report(token.host, wire, raw)
     if created:
         transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
-    return Status(202, {"report_id": str(report.report_id), "duplicate": not created})
+    answer = {"report_id": str(report.report_id), "duplicate": not created}
+    return Status(202, _with_probe_requests(answer, token.host, wire, created))
+
+
+def _with_probe_requests(answer: dict[str, Any], host: Any, wire: Any,
+                         created: bool) -> dict[str, Any]:
+    """Add the live probes due on this report's servers (issue 17) to the 202 answer."""
+    if created:
+        due = fleet_probes.due_requests(host, [server_identity(s) for s in wire.servers])
+        if due:
+            answer["probes"] = due
+    return answer
 
 
 def _decode_body(request: HttpRequest) -> dict[str, Any]:

@@ -435,3 +435,36 @@ class GpuSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu} @ {self.ts:%Y-%m-%d %H:%M:%S}"
+
+
+class ProbePolicy(models.Model):
+    """Opt-in live probes (issue 17) for one server of a host, or every server of it.
+
+    Off by default: no row, no probe. ``server_identity`` blank means every server of the
+    host. ``names`` lists probe names (``fleet_agent.schema.PROBE_NAMES``). ``interval_s``:
+    seconds between two runs on one server, never under :data:`MIN_PROBE_INTERVAL_S`.
+    ``last_requested``: ``{server identity: ISO time}`` of the last request sent to the agent.
+    """
+
+    #: One probe run per server per hour at most (issue 17: probes are rare and tiny).
+    MIN_PROBE_INTERVAL_S = 3600
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="probe_policies")
+    server_identity = models.CharField(max_length=255, blank=True)
+    names = models.JSONField(default=list)
+    interval_s = models.PositiveIntegerField(default=24 * 3600)
+    enabled = models.BooleanField(default=True)
+    enabled_by = models.CharField(max_length=150, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    last_requested = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["host", "server_identity"],
+                                    name="probe_policy_per_server"),
+            models.CheckConstraint(condition=models.Q(interval_s__gte=3600),
+                                   name="probe_interval_at_least_an_hour"),
+        ]
+
+    def __str__(self) -> str:
+        return f"probes {self.host} {self.server_identity or '(all servers)'}"

@@ -21,8 +21,9 @@ import sys
 import threading
 from pathlib import Path
 
-from fleet_agent import __version__, config, deliver, discovery, procfs, runner
+from fleet_agent import __version__, config, deliver, discovery, probes, procfs, runner
 from fleet_agent.collect import host_info
+from fleet_agent.schema import PROBE_NAMES
 
 
 def _common() -> argparse.ArgumentParser:
@@ -58,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print the report as JSON instead of delivering it")
     run = sub.add_parser("run", parents=[common], help="collect and deliver every interval")
     run.add_argument("--cycles", type=int, help=argparse.SUPPRESS)  # tests: stop after N
+    probe_cmd = sub.add_parser("probe", parents=[common],
+                               help="run the live probes once against the local servers")
+    probe_cmd.add_argument("--print", dest="print_only", action="store_true", required=True,
+                           help="print the results (nothing is delivered)")
+    probe_cmd.add_argument("--server", help="only the server at this URL (e.g. "
+                           "http://127.0.0.1:8000); default: every server found")
+    probe_cmd.add_argument("--names", nargs="+", choices=PROBE_NAMES, default=list(PROBE_NAMES),
+                           help="probes to run (default: all)")
     sub.add_parser("status", parents=[common], help="what was found, spool depth, last delivery")
     sub.add_parser("revoke", parents=[common],
                    help="revoke this host's token on the dashboard (uninstall)")
@@ -156,6 +165,19 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    """Run the probes once (issue 17) and print ``[{"server", "base_url", "probes"}]``."""
+    agent, _ = _load_agent(args)
+    key = probes.slot_of(args.server, []) if args.server else probes.ALL_SERVERS
+    agent.probe_requests = {key: list(args.names)}
+    report = agent.build_report(None)
+    out = [{"server": probes.slot_of(s.base_url, s.argv), "base_url": s.base_url,
+            "probes": [p.model_dump(mode="json") for p in s.probes]}
+           for s in report.servers if s.probes]
+    print(json.dumps(out, indent=1))
+    return 0 if out else 1
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Loop until SIGTERM/SIGINT."""
     agent, path = _load_agent(args)
@@ -189,6 +211,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"enroll": cmd_enroll, "collect": cmd_collect, "run": cmd_run, "status": cmd_status,
+            "probe": cmd_probe,
             "revoke": cmd_revoke}
 
 

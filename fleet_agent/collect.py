@@ -32,6 +32,7 @@ from fleet_agent import (
     modelfiles,
     ondisk,
     probe,
+    probes,
     procfs,
     redact,
     trim,
@@ -70,6 +71,12 @@ class CycleInput:
     failed_start_sources: failed_starts.Sources | None = None
     #: Servers of the previous cycle, for "a vLLM process died since"; None skips that.
     process_memory: failed_starts.ProcessMemory | None = None
+    #: Live probes an operator asked for (issue 17), ``{server identity: [names]}``; a server
+    #: not named here is never sent a probe request.
+    probe_requests: dict[str, list[str]] = field(default_factory=dict)
+    #: Last probe results per server identity, re-sent with every report of that server
+    #: (the dashboard re-arms them after an upgrade or a template change).
+    probe_memory: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -246,10 +253,30 @@ def _server_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str
         found.add(api_key)
     if inp.probe_http and connect:
         _apply_probe(entry, probe.probe(connect, api_key))
+        _run_probes(inp, entry, connect, api_key, found)
     entry["base_url"] = redact.redact_urls(entry["base_url"], found) \
         if entry.get("base_url") else None
     entry["errors"] = [redact.redact_text(e, found) for e in entry["errors"]]
     return entry
+
+
+def _run_probes(inp: CycleInput, entry: dict[str, Any], connect: str, api_key: str | None,
+                found: set[str]) -> None:
+    """Run the probes asked for this server (issue 17), stamp each result with the version
+    and template it was measured on, and attach the last results (kept in
+    ``inp.probe_memory``) to the entry; a server with no request is sent nothing."""
+    slot = probes.slot_of(entry.get("base_url"), entry["argv"])
+    names = inp.probe_requests.get(slot) or inp.probe_requests.get(probes.ALL_SERVERS)
+    if names:
+        model = entry["models"][0]["id"] if entry.get("models") else None
+        stamp = {"vllm_version": entry.get("vllm_version"),
+                 "template_sha256": (entry.get("chat_template") or {}).get("sha256")}
+        fresh = {r["name"]: {**r, **stamp, "evidence": redact.redact_text(r["evidence"], found)}
+                 for r in probes.run_probes(connect, model, names, api_key)}
+        kept = {r["name"]: r for r in inp.probe_memory.get(slot, [])}
+        inp.probe_memory[slot] = list({**kept, **fresh}.values())
+    if inp.probe_memory.get(slot):
+        entry["probes"] = inp.probe_memory[slot]
 
 
 def _safe_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str]],

@@ -35,6 +35,7 @@ from email.utils import parsedate_to_datetime
 import httpx
 
 from fleet_agent import __version__
+from fleet_agent.schema import PROBE_NAMES
 from fleet_agent.spool import Spool, SpoolEntry
 
 log = logging.getLogger("fleet_agent.deliver")
@@ -66,6 +67,8 @@ class PostResult:
     status: int | None
     detail: str
     retry_after_s: float | None = None
+    #: Live probes the dashboard asked for (issue 17): ``{server identity: [probe names]}``.
+    probes: dict[str, list[str]] | None = None
 
 
 def gzip_body(data: bytes) -> bytes:
@@ -108,13 +111,32 @@ def post_report(client: httpx.Client, server_url: str, token: str, body_gz: byte
     status = response.status_code
     detail = response.text[:2000]
     if status in (200, 201, 202):
-        return PostResult("delivered", status, "")
+        return PostResult("delivered", status, "", probes=probe_requests(response.text))
     if status == 429 or status >= 500:
         return PostResult("transient", status, detail,
                           retry_after_seconds(response.headers.get("Retry-After")))
     if status in (401, 403):
         return PostResult("auth", status, detail)
     return PostResult("rejected", status, detail)
+
+
+def probe_requests(answer_text: str) -> dict[str, list[str]]:
+    """``{identity: [names]}`` from the report answer's optional ``probes`` list
+    (``[{"server": "port:8000", "names": ["stream_control_tokens", ...]}]``, issue 17).
+    Anything malformed is ignored: an older dashboard sends no ``probes`` at all."""
+    try:
+        answer = json.loads(answer_text)
+    except ValueError:
+        return {}
+    wanted: dict[str, list[str]] = {}
+    entries = answer.get("probes") if isinstance(answer, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("server"), str):
+            continue
+        names = [n for n in entry.get("names") or [] if isinstance(n, str) and n in PROBE_NAMES]
+        if names:
+            wanted[entry["server"][:255]] = names
+    return wanted
 
 
 def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
@@ -133,6 +155,8 @@ class Deliverer:
         self.token = token
         self.stop = stop or threading.Event()
         self.client = client or make_client()
+        #: Probes asked for in report answers, run (and cleared) by the next cycle.
+        self.probe_requests: dict[str, list[str]] = {}
 
     def close(self) -> None:
         """Close the HTTP client."""
@@ -158,6 +182,8 @@ class Deliverer:
             last = self._send_one(entry, deadline)
             if last.kind == "delivered":
                 counts["delivered"] += 1
+                if last.probes:
+                    self.probe_requests.update(last.probes)
             elif last.kind == "rejected":
                 counts["rejected"] += 1
             else:

@@ -30,6 +30,10 @@ class Agent:
     memory: failed_starts.ProcessMemory = field(default_factory=failed_starts.ProcessMemory)
     #: Failed-start sources to read instead of this machine's (the simulator's fake systemd).
     sources: failed_starts.Sources | None = None
+    #: Live probes asked for by the dashboard's last answers (issue 17), run next cycle.
+    probe_requests: dict[str, list[str]] = field(default_factory=dict)
+    #: Last probe results per server identity, re-sent with each report (issue 17).
+    probe_memory: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def state(self) -> StateFile:
         """The state file next to the spool."""
@@ -46,8 +50,12 @@ class Agent:
                                  spool_dropped=spool.dropped() if spool else 0,
                                  spool_depth=spool.depth() if spool else None,
                                  failed_start_sources=self.failed_start_sources(),
-                                 process_memory=self.memory)
-        return collect.collect(inp)
+                                 process_memory=self.memory,
+                                 probe_requests=self.probe_requests,
+                                 probe_memory=self.probe_memory)
+        report = collect.collect(inp)
+        self.probe_requests = {}  # run once per request; the dashboard asks again when due
+        return report
 
     def failed_start_sources(self) -> failed_starts.Sources | None:
         """systemd and the Docker/Podman sockets of this node; none when the agent reads a
@@ -67,7 +75,10 @@ class Agent:
         self.state().update(last_collect=summarize(report))
         if deliverer is None:
             return {"outcome": "no server_url/token configured", "pending": spool.depth()}
-        return deliverer.drain(budget_s=max(1.0, self.config.interval_s * 0.8))
+        summary = deliverer.drain(budget_s=max(1.0, self.config.interval_s * 0.8))
+        self.probe_requests.update(deliverer.probe_requests)
+        deliverer.probe_requests.clear()
+        return summary
 
     def deliverer(self, stop: threading.Event) -> deliver.Deliverer | None:
         """A deliverer when the config has a server URL and a token."""

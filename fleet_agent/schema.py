@@ -262,6 +262,31 @@ class KubernetesPod(_Model):
     pod_uid: UUID | None = None
 
 
+#: Live probes (issue 17): names the agent knows, and bounds of one result.
+PROBE_NAMES: tuple[str, ...] = ("stream_control_tokens", "forced_tool_choice",
+                                "tool_continuation_cot", "draft_acceptance", "template_identity")
+MAX_PROBES = 16
+MAX_PROBE_EVIDENCE_CHARS = 2000
+
+
+class ProbeOutcome(_Model):
+    """One live probe's result on this server (issue 17; run only when an operator asked).
+
+    ``outcome``: ``confirmed`` (the known issue shows on this server), ``not_reproduced``,
+    ``error`` (the probe could not run to a verdict) or ``skipped`` (not applicable, e.g. no
+    speculative decoding). ``evidence``: a trimmed, redacted excerpt; ``duration_ms`` in ms.
+    """
+
+    name: str = Field(min_length=1, max_length=64)
+    ran_at: UtcDatetime
+    outcome: Literal["confirmed", "not_reproduced", "error", "skipped"]
+    evidence: str = Field(default="", max_length=MAX_PROBE_EVIDENCE_CHARS)
+    duration_ms: int = Field(default=0, ge=0, le=PG_INTEGER_MAX)
+    #: What the result was measured on: a later version or template re-arms the advisory.
+    vllm_version: str | None = Field(default=None, max_length=128)
+    template_sha256: str | None = Field(default=None, max_length=64)
+
+
 class ServerInfo(_Model):
     """One vLLM API-server process (not its EngineCore/worker children)."""
 
@@ -288,6 +313,9 @@ class ServerInfo(_Model):
     discovered: bool | None = None  # False: declared in the agent config, not seen in /proc
     model_files: ModelFiles | None = None  # issue 11: the model's config/weights from disk
     kubernetes: KubernetesPod | None = None  # issue 18: the pod the process runs in
+
+    probes: list[ProbeOutcome] = Field(default_factory=list,  # issue 17: live probes
+                                       max_length=MAX_PROBES)
 
     @field_validator("base_url")
     @classmethod

@@ -2,13 +2,14 @@
 
 from django.urls import path
 
-from front import views_host, views_overview, views_settings
+from front import views_host, views_overview, views_probes, views_settings
 
 app_name = "fleet"
 
 urlpatterns = [
     path("", views_overview.overview, name="host_list"),
     path("hosts/<uuid:code>/", views_host.host_detail, name="host_detail"),
+    path("hosts/<uuid:code>/probes/", views_probes.probe_policy, name="probe_policy"),
     path("settings/", views_settings.settings_index, name="settings"),
     path("settings/secrets/", views_settings.secret_create, name="secret_create"),
     path("settings/secrets/<int:pk>/revoke/", views_settings.secret_revoke,

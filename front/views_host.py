@@ -23,6 +23,7 @@ from audit.kb.effective import effective_flags
 from audit.kb.flags import parse_argv
 from audit.models import SEVERITY_ORDER, Finding
 from audit.rulebook import current_knowledge_base
+from fleet import probes as fleet_probes
 from fleet.access import can
 from fleet.models import ChangeEvent, Host, MetricSample, Report, Server
 from fleet.recording import server_identity
@@ -148,7 +149,17 @@ def _server_block(server: Server, report: Report | None, findings: list[Finding]
         "recommendation": recommendation_for(entry, report),
         "charts": charts.server_charts(server.pk, series, missing, baseline, spec),
         "missing": missing, "failed": failed_start_block(server, report, findings),
+        "probes": probe_rows(ctx, server),  # issue 17: last live-probe results
     }
+
+
+def probe_rows(ctx: dict[str, Any] | None, server: Server) -> dict[str, Any]:
+    """``{"enabled": bool, "rows": [{name, outcome, at, evidence, stale}]}`` for the page."""
+    block = (ctx or {}).get("probes") or {}
+    rows = [{"name": name, **result} for name, result in block.items()
+            if result.get("at") or result.get("stale")]
+    enabled = fleet_probes.policy_for(server.host_id, server.identity) is not None
+    return {"enabled": enabled, "rows": rows}
 
 
 #: Servers and GPUs drawn on one host page (running servers first): a report holds at most
@@ -202,7 +213,8 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
         "servers": blocks, "hidden_servers": hidden_servers,
         "host_events": events.get(None, []), "window": window,
         "windows": list(charts.WINDOWS), "host_charts": host_charts, "chart_data": chart_data,
-        "can_operate": can(request.user, "acknowledge"), "rec_template": _rec_template(),
+        "can_operate": can(request.user, "acknowledge"),
+        "can_probe": can(request.user, "run_probes"), "rec_template": _rec_template(),
         "failed_start_errors": _failed_start_errors(host, reports),
     })
 

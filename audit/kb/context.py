@@ -21,6 +21,7 @@ from audit.kb.flags import ParsedArgv, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
+from audit.kb.probes import probes_block
 from audit.kb.templates import template_context
 from audit.kb.versions import parse_version, version_tuple
 from audit.kb.vllm_tables import table_release
@@ -373,6 +374,7 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         "template": template_context(server.get("chat_template")),
         "metrics": metrics_block(server, report, history, vllm["restarted"]),
         "geometry": geometry, "host": host_block(report),
+        "probes": probes_block(server),  # issue 17: last live-probe results
         "server": {"pid": server.get("pid"), "base_url": server.get("base_url"),
                    "env": dict(server.get("env") or {}),
                    "started_at": server.get("started_at"), "errors": server.get("errors") or [],

@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from audit.kb.probes import probes_block
+
 WINDOW_KEYS = (
     "window_kind", "window_s", "kv_cache_usage", "requests_running", "requests_waiting",
     "preemptions", "preemptions_per_s", "prompt_tps", "generation_tps", "requests_finished",
@@ -142,6 +144,8 @@ def _light() -> dict[str, Any]:
         # audit/kb/context.py build_context "server" block (env rules read server.env).
         "server": {"pid": 4242, "base_url": "http://127.0.0.1:8000", "env": {},
                    "started_at": None, "errors": [], "key": "http://127.0.0.1:8000"},
+        # audit/kb/probes.py: never probed (issue 17)
+        "probes": probes_block({}),
     }
 
 
