@@ -68,9 +68,9 @@ lint: $(STAMP)
 
 # No apt-get here: browser tests need Debian's chromium (apt-get install -y chromium; .ci/run
 # installs it) and fail with that command when it is missing.
+# Installing Chromium is .ci/run's job: make test never runs a package manager (the browser
+# tests fail, naming the package to install, when Chromium is missing).
 test: $(STAMP) services lint
-	@# Installing Chromium is .ci/run's job; make test never runs apt-get (browser tests fail,
-	@# naming `apt-get install -y chromium`, when it is missing).
 	$(TEST_ENV) $(BIN)/pytest
 
 # Every bench/*.py in turn (common.py and fleetgen.py are libraries). The server benches

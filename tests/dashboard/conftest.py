@@ -52,6 +52,7 @@ def demo_fleet(enrolled: Callable, post_report: Callable, db: None
     from audit.evaluation import evaluate_report
     from bench import fleetgen
     from fleet.models import Host
+    from fleet.recording import derive_report
 
     hosts, reports = [], []
     for path in sorted(FIXTURES.glob("*.json")):
@@ -61,6 +62,7 @@ def demo_fleet(enrolled: Callable, post_report: Callable, db: None
         body = fresh(sample)
         answer = post_report(body, token=token)
         assert answer.status_code == 202, answer.content
+        derive_report(body["report_id"])  # the worker's first step (idempotent), then evaluate
         evaluate_report(body["report_id"])
         hosts.append(Host.objects.get(pk=host.pk))
         reports.append(body["report_id"])

@@ -53,11 +53,18 @@ def _agent(root: Path, url: str, token: str, emulators: list[Emulator]) -> Agent
 
 
 def _cycle(agent: Agent) -> None:
+    """One agent cycle against the live dashboard, then the worker's first step for what it
+    stored (ingest only inserts the raw report; no Celery worker runs in this test)."""
+    from fleet.models import Report
+    from fleet.recording import derive_report
+
     deliverer = agent.deliverer(threading.Event())
     try:
         assert agent.cycle(deliverer)["delivered"] == 1
     finally:
         deliverer.close()
+    for report_id in Report.objects.filter(derived_at=None).values_list("report_id", flat=True):
+        derive_report(str(report_id))
 
 
 def _finding(server_identity: str):
