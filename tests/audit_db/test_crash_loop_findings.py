@@ -205,3 +205,30 @@ def test_the_host_page_says_which_failed_start_source_was_unreadable(
     client.force_login(user)
     page = client.get(f"/hosts/{host.code}/").content.decode()
     assert "not readable: docker: cannot connect to /var/run/docker.sock" in page
+
+
+def _process_findings() -> set[str]:
+    """Active rule ids that describe the running process (pending upgrade, metrics)."""
+    from audit.rulebook import current_knowledge_base
+
+    rules = {r.id: r for r in current_knowledge_base().rules}
+    return {f.rule_id for f in Finding.objects.active()
+            if not (f.evidence or {}).get("failed_start") and f.rule_id in rules and (rules[f.rule_id].cadence == "metrics"
+                                       or "pending_upgrade" in rules[f.rule_id].condition_text)}
+
+
+def test_a_failed_start_after_the_last_run_resolves_the_dead_process_findings(send):
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1", argv=ARGV)
+    send(1, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)  # Gemma 4 onto 0.27.x
+    assert _process_findings()  # "restart pending" while the old process runs
+    send(2, running=False, failed_starts=[failed(1, minutes=2)])
+    assert not _process_findings()
+    assert Finding.objects.active().filter(rule_id=KV["rule_id"]).exists()
+
+
+def test_a_running_server_keeps_its_pending_upgrade_findings(send):
+    # Near miss: no failed start, the process still runs with the upgrade pending.
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1", argv=ARGV)
+    send(1, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)
+    send(2, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)
+    assert _process_findings()
