@@ -213,13 +213,15 @@ def _process_findings() -> set[str]:
 
     rules = {r.id: r for r in current_knowledge_base().rules}
     return {f.rule_id for f in Finding.objects.active()
-            if not (f.evidence or {}).get("failed_start") and f.rule_id in rules and (rules[f.rule_id].cadence == "metrics"
-                                       or "pending_upgrade" in rules[f.rule_id].condition_text)}
+            if not (f.evidence or {}).get("failed_start") and f.rule_id in rules
+            and (rules[f.rule_id].cadence == "metrics"
+                 or "pending_upgrade" in rules[f.rule_id].condition_text)}
 
 
 def test_a_failed_start_after_the_last_run_resolves_the_dead_process_findings(send):
     send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1", argv=ARGV)
-    send(1, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)  # Gemma 4 onto 0.27.x
+    # Gemma 4 with 0.27.x installed: the head_dim rule says the restart is at risk
+    send(1, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)
     assert _process_findings()  # "restart pending" while the old process runs
     send(2, running=False, failed_starts=[failed(1, minutes=2)])
     assert not _process_findings()
