@@ -234,3 +234,25 @@ def test_a_running_server_keeps_its_pending_upgrade_findings(send):
     send(1, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)
     send(2, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)
     assert _process_findings()
+
+
+HEAD_DIM = next(r for r in DATA["lines"]
+                if r["rule_id"] == "upm-gemma4-transformers-515-head-dim")
+
+
+def test_the_command_for_a_crash_fixed_later_targets_the_fixing_release(send):
+    from front.views_failed import past_fix
+
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.27.1")
+    send(1, running=False, failed_starts=[failed(4, line=HEAD_DIM["line"], minutes=1)])
+    server = Server.objects.get(identity="port:8000")
+    causes = [f.rule_id for f in server.findings.active()
+              if (f.evidence or {}).get("failed_start")]
+    assert past_fix(server, causes) == "0.28.0"  # not the installed 0.27.1 that crashes
+    # Near miss: a cause with no fixing release (max-model-len) keeps the installed release.
+    send(2, running=False, failed_starts=[failed(5, minutes=2)])
+    server.refresh_from_db()
+    causes = [f.rule_id for f in server.findings.active()
+              if (f.evidence or {}).get("failed_start")]
+    assert KV["rule_id"] in causes
+    assert past_fix(server, causes) is None
