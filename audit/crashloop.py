@@ -88,6 +88,8 @@ def evaluate_failed_starts(kb: Any, host: Host, report: Report) -> list[Any]:
             upsert_finding(server, report, result, active.get(result.rule_id), kb.version,
                     initial, outcome)
         _resolve(server, {r.rule_id for r in fired}, report, outcome)
+        if not server.is_running:
+            _resolve_stale(kb, server, report, outcome)
         outcomes.append(outcome)
     return outcomes
 
@@ -101,6 +103,23 @@ def _maybe_over(server: Server, state: dict[str, Any], report: Report) -> None:
     if report.collected_at.isoformat() <= (state.get("last_seen") or ""):
         return
     _resolve(server, set(), report, None)
+
+
+def _resolve_stale(kb: Any, server: Server, report: Report, outcome: Any) -> None:
+    """A slot whose failed start is newer than its last running report: the old process is
+    gone, so what its metrics said (cadence ``metrics``) and "restart pending" (rules reading
+    ``pending_upgrade``: the restart happened and failed) no longer describe the server."""
+    rules = {rule.id: rule for rule in kb.rules}
+    for finding in server.findings.active():
+        # in Python: a JSON key lookup in exclude() also drops rows that lack the key
+        if (finding.evidence or {}).get("failed_start") is True:
+            continue
+        rule = rules.get(finding.rule_id)
+        if rule is None or not (rule.cadence == "metrics"
+                                or "pending_upgrade" in rule.condition_text):
+            continue
+        finding.resolve(report.collected_at)
+        outcome.resolved.append(finding.rule_id)
 
 
 def _resolve(server: Server, keep: set[str], report: Report, outcome: Any) -> None:

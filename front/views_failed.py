@@ -36,8 +36,28 @@ def failed_start_block(server: Server, report: Report | None,
         "causes": [f for f in ours if f.rule_id != CRASH_LOOP_RULE_ID],
         "loop": next((f for f in ours if f.rule_id == CRASH_LOOP_RULE_ID), None),
         "installed": server.installed_vllm_version or server.vllm_version or None,
-        "command": installed_command(server, entry, report),
+        "command": installed_command(server, entry, report,
+                                     past_fix(server, [f.rule_id for f in ours])),
     }
+
+
+def past_fix(server: Server, rule_ids: list[str]) -> str | None:
+    """The release that fixes the matched cause when the installed one is below it (the
+    rule's ``fixed_in``): the command is made for it, so it does not reproduce the crash."""
+    from packaging.version import InvalidVersion, Version
+
+    from audit.rulebook import current_knowledge_base
+
+    installed = server.installed_vllm_version or server.vllm_version
+    rules = {r.id: r for r in current_knowledge_base().rules}
+    for rule_id in rule_ids:
+        fixed = getattr(rules.get(rule_id), "fixed_in", None)
+        try:
+            if fixed and installed and Version(installed) < Version(fixed):
+                return fixed
+        except InvalidVersion:
+            continue
+    return None
 
 
 def _restarts(state: dict[str, Any], last_seen: str | None, window_s: int) -> int | None:
@@ -51,14 +71,14 @@ def _restarts(state: dict[str, Any], last_seen: str | None, window_s: int) -> in
         return None
 
 
-def installed_command(server: Server, entry: dict[str, Any],
-                      report: Report | None) -> dict[str, Any] | None:
+def installed_command(server: Server, entry: dict[str, Any], report: Report | None,
+                      version: str | None = None) -> dict[str, Any] | None:
     """The recommender's command for this slot's argv on the installed release:
     ``{"version", "command", "status"}``, or None when it has none (or fails: a recommender
     bug must not take the host page down)."""
     report = report or Report.objects.filter(host_id=server.host_id).order_by(
         "-collected_at").first()
-    version = server.installed_vllm_version or server.vllm_version or None
+    version = version or server.installed_vllm_version or server.vllm_version or None
     if report is None or not version:
         return None
     synthetic = {"pid": server.pid or 1, "argv": entry.get("argv") or server.argv or ["?"],

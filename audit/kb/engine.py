@@ -52,6 +52,7 @@ import cel
 import yaml
 
 from audit.kb import cel_functions as fn
+from audit.kb.cannot_check import missing_reason, scope_text
 from audit.kb.paths import active_kb_dirs
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
@@ -158,6 +159,9 @@ class Rule:
     evidence: dict[str, cel.Program] = field(default_factory=dict)
     applies: cel.Program | None = None
     needs: list[str] = field(default_factory=list)
+    #: The condition's terms that read no metrics (audit.kb.cannot_check.scope_text):
+    #: "cannot check" is said only where they hold.
+    scope: cel.Program | None = None
     log_signatures: list[re.Pattern[str]] = field(default_factory=list)
     fixed_in: str | None = None
     confirmed_upstream: bool | None = None
@@ -433,8 +437,16 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
         "checklist": list(checklist),
         "applies": None if applies is None else v.program(applies, "applies"),
         "needs": v.metric_list(raw["needs"]) if "needs" in raw else [],
+        "scope": _scope(raw, v),
         "log_signatures": _signatures(raw.get("log_signatures"), v),
     }
+
+
+def _scope(raw: dict[str, Any], v: _Validator) -> cel.Program | None:
+    if raw.get("applies") is None or not isinstance(raw.get("condition"), str):
+        return None
+    text = scope_text(raw["condition"])
+    return None if text is None else v.program(text, "condition (terms without metrics)")
 
 
 def _signatures(raw: Any, v: _Validator) -> list[re.Pattern[str]]:
@@ -679,8 +691,16 @@ def _run_rule(rule: Rule, activation: cel.Context, ctx: dict[str, Any],
         return
     # Silent on partial data is not healthy: say what could not be checked.
     gap = _missing_data(rule, ctx) if rule.applies is not None else None
-    if gap is not None:
-        findings.append(_cannot_check(rule, gap))
+    if gap is not None and _in_scope(rule, activation):
+        findings.append(_cannot_check(rule, gap, ctx))
+
+
+def _in_scope(rule: Rule, activation: cel.Context) -> bool:
+    """The rule's server part holds (it would apply if the metric were there)."""
+    try:
+        return rule.scope is None or rule.scope.execute(activation) is True
+    except Exception:  # noqa: BLE001 - a term that cannot be read does not hold
+        return False
 
 
 def _missing_data(rule: Rule, ctx: dict[str, Any]) -> dict[str, Any] | None:
@@ -696,19 +716,14 @@ def _missing_data(rule: Rule, ctx: dict[str, Any]) -> dict[str, Any] | None:
     return {"metrics_available": True, "missing": missing} if missing else None
 
 
-def _cannot_check(rule: Rule, gap: dict[str, Any]) -> FindingResult:
-    if gap["metrics_available"]:
-        why = (f"this vLLM version/flags do not expose {', '.join(gap['missing'])} in "
-               "/metrics")
-    else:
-        why = ("no vllm:* engine metrics were collected (--disable-log-stats removes them; "
-               "or /metrics was unreachable)")
+def _cannot_check(rule: Rule, gap: dict[str, Any], ctx: dict[str, Any]) -> FindingResult:
+    why = missing_reason(ctx, gap)
     return FindingResult(
         rule_id=rule.id, severity="info", kind=rule.kind, title=f"Cannot check: {rule.title}",
         message=f"Cannot check \"{rule.title}\": {why}. This is missing data, not a "
                 "healthy reading.",
-        remediation="Expose the metric (drop --disable-log-stats, scrape /metrics) or check "
-                    "this by hand: " + rule.remediation,
+        remediation=f"{why[0].upper()}{why[1:]}. Until then check this by hand: "
+                    + " ".join(rule.remediation.split()),
         references=list(rule.references),
         evidence={"cannot_check": True, **gap}, checklist=list(rule.checklist),
     )

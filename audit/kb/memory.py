@@ -119,16 +119,24 @@ def weights_per_gpu(geom: dict[str, Any], weights_bytes: int | None, quant: str 
                     tp: int, pp: int, ep_shards: int = 1) -> tuple[float | None, str]:
     """(weights GiB per GPU, how it was found). With expert parallelism over ``ep_shards``
     data-parallel ranks the routed experts are split TP x DP ways, the rest TP ways
-    (the expert share comes from the config's shapes; without it all weights split TP x PP).
+    (the expert share comes from the config's shapes). A MoE whose expert share is unknown
+    (geometry from the model name only, e.g. ``480B-A35B``) is counted as if all its weights
+    were experts: a lower bound, so that a "does not fit" verdict is never made up from a
+    guess (demo case 031: 480B FP8 over DP 8 with expert parallel loads, 447 GiB per GPU is
+    wrong). A dense model, or no expert parallelism, splits all weights TP x PP.
     """
     shards = max(1, tp) * max(1, pp)
     experts, params = geom.get("expert_params_b"), geom.get("params_b")
     share = experts / params if ep_shards > 1 and experts and params else 0.0
+    moe = bool(geom.get("is_moe") or geom.get("active_params_b"))
+    lower_bound = ep_shards > 1 and not share and moe
+    share = 1.0 if lower_bound else share
 
     def split(total: float) -> float:
         return total * (1 - share) / shards + total * share / (shards * ep_shards)
 
     note = f", experts over {ep_shards} DP ranks" if share else ""
+    note += " (lower bound: expert share unknown)" if lower_bound else ""
     if weights_bytes:
         return split(weights_bytes) / _GIB, f"weights_bytes reported by the node{note}"
     per_param = BYTES_PER_PARAM.get(quant or "bf16")

@@ -254,11 +254,56 @@ def test_a_metric_rule_says_cannot_check_when_no_metrics_were_collected(tmp_path
     assert "missing data, not a healthy reading" in finding.message
 
 
-def test_a_metric_rule_names_the_metric_this_version_does_not_expose(tmp_path):
+def test_a_metric_rule_names_the_metric_missing_from_the_scrape(tmp_path):
+    # spec_accepted_tokens is exported by every release: the scrape lacked it.
     ctx = make_context("light", {"metrics.missing": ["spec_accepted_tokens"]})
     [finding] = evaluate(tmp_path, ctx, METRIC_RULE)
-    assert "do not expose spec_accepted_tokens" in finding.message
+    assert "spec_accepted_tokens was absent from this server's /metrics" in finding.message
+    assert "--disable-log-stats" not in finding.remediation
     assert finding.evidence["missing"] == ["spec_accepted_tokens"]
+
+
+TOOL_RULE = a_rule(id="tool-parser-silent", cadence="metrics", kind="metric",
+                   applies="metrics.available == true", needs=["tool_parser_invocations"],
+                   condition='lower(flags.tool_call_parser) == "gemma4" '
+                             '&& metrics.tool_parser_invocations != null '
+                             '&& metrics.tool_parser_invocations >= 50',
+                   evidence={}, message="silent parser")
+
+
+def tool_parser_context(**overrides: Any) -> dict[str, Any]:
+    """A light context on a release whose /metrics lacks the tool-parser counter (the
+    factory predates it; a real window sets it to None when absent)."""
+    ctx = make_context("light", {"metrics.missing": ["tool_parser_invocations"], **overrides})
+    ctx["metrics"]["tool_parser_invocations"] = None
+    return ctx
+
+
+def test_cannot_check_needs_the_rules_server_part_to_hold(tmp_path):
+    # Near miss: no tool parser on this server, so the tool-parser rule is not about it.
+    ctx = tool_parser_context(**{"vllm.version": "0.23.0", "flags.tool_call_parser": None})
+    assert list(evaluate(tmp_path, ctx, TOOL_RULE)) == []
+
+
+def test_cannot_check_says_the_release_does_not_expose_the_metric(tmp_path):
+    # vllm:tool_call_parser_invocations first appears in the 0.24.0 wheel table.
+    ctx = tool_parser_context(**{"vllm.version": "0.23.0",
+                                 "flags.tool_call_parser": "gemma4"})
+    [finding] = evaluate(tmp_path, ctx, TOOL_RULE)
+    assert "vLLM release (0.23.0" in finding.remediation
+    assert "does not expose tool_parser_invocations" in finding.remediation
+    assert "tool_parser_invocations from vLLM 0.24.0" in finding.remediation
+    assert "--disable-log-stats" not in finding.remediation
+
+
+def test_cannot_check_names_disable_log_stats_only_when_it_is_set(tmp_path):
+    ctx = make_context("light", {"metrics.available": False,
+                                 "flags.disable_log_stats": True})
+    [finding] = evaluate(tmp_path, ctx, METRIC_RULE)
+    assert finding.remediation.startswith("--disable-log-stats is set")
+    unset = make_context("light", {"metrics.available": False})
+    [finding] = evaluate(tmp_path, unset, METRIC_RULE)
+    assert "--disable-log-stats is not set" in finding.remediation
 
 
 def test_a_metric_rule_treats_an_absent_spec_counter_as_missing_data(tmp_path):

@@ -46,7 +46,9 @@ EXPECTATIONS: dict[str, tuple[tuple[str, ...], str]] = {
     # #414: TP 3 does not divide the 52 heads of LLaMA 33B.
     "108": (("up-tp-not-dividing-attention-heads",), "critical"),
     # #52768: Gemma 4 on 0.27.1 (transformers 5.15): AmbiguousGlobalPerLayerAttributeError.
-    "109": (("upm-gemma4-transformers-515-head-dim",), "high"),
+    # A report of a running 0.27.1 server is advice (medium); its failed start (the log
+    # signature) is high/critical through audit/crashloop.py (tests/audit/test_log_signatures).
+    "109": (("upm-gemma4-transformers-515-head-dim",), "medium"),
     # #13147: FP8 KV on an AMD RDNA3 W7900 (no e4m3) with prefix caching.
     "110": (("up-fp8-kv-pre-ada",), "high"),
     # #21544: Qwen3-Coder-480B with the hermes parser on 0.9.2 (--flag=value argv form).
@@ -158,8 +160,16 @@ SCENARIOS: list[tuple[str, str, dict[str, Any], str | None]] = [
      {"model.id": "zai-org/GLM-4.5-Air", "model.family": "glm", "flags.dtype": "float16"},
      None),
     # Gemma 4 + transformers 5.15 on 0.27.x.
+    # A running 0.27.x server proves its transformers works: advice, not "will not come back".
     ("upm-gemma4-transformers-515-head-dim", "plain",
-     {**GEMMA4, "vllm.version": "0.27.1"}, "high"),
+     {**GEMMA4, "vllm.version": "0.27.1"}, "medium"),
+    # A pending upgrade onto 0.27.x: the restart loads the new environment.
+    ("upm-gemma4-transformers-515-head-dim", "plain",
+     {**GEMMA4, "vllm.version": "0.25.1", "vllm.installed": "0.27.1",
+      "vllm.pending_upgrade": True}, "high"),
+    ("upm-gemma4-transformers-515-head-dim", "plain",
+     {**GEMMA4, "vllm.version": "0.25.1", "vllm.installed": "0.28.0",
+      "vllm.pending_upgrade": True}, None),
     ("upm-gemma4-transformers-515-head-dim", "plain",
      {**GEMMA4, "vllm.version": "0.28.0"}, None),
     ("upm-gemma4-transformers-515-head-dim", "plain", {"vllm.version": "0.27.0"}, None),

@@ -205,3 +205,54 @@ def test_the_host_page_says_which_failed_start_source_was_unreadable(
     client.force_login(user)
     page = client.get(f"/hosts/{host.code}/").content.decode()
     assert "not readable: docker: cannot connect to /var/run/docker.sock" in page
+
+
+def _process_findings() -> set[str]:
+    """Active rule ids that describe the running process (pending upgrade, metrics)."""
+    from audit.rulebook import current_knowledge_base
+
+    rules = {r.id: r for r in current_knowledge_base().rules}
+    return {f.rule_id for f in Finding.objects.active()
+            if not (f.evidence or {}).get("failed_start") and f.rule_id in rules
+            and (rules[f.rule_id].cadence == "metrics"
+                 or "pending_upgrade" in rules[f.rule_id].condition_text)}
+
+
+def test_a_failed_start_after_the_last_run_resolves_the_dead_process_findings(send):
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1", argv=ARGV)
+    # Gemma 4 with 0.27.x installed: the head_dim rule says the restart is at risk
+    send(1, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)
+    assert _process_findings()  # "restart pending" while the old process runs
+    send(2, running=False, failed_starts=[failed(1, minutes=2)])
+    assert not _process_findings()
+    assert Finding.objects.active().filter(rule_id=KV["rule_id"]).exists()
+
+
+def test_a_running_server_keeps_its_pending_upgrade_findings(send):
+    # Near miss: no failed start, the process still runs with the upgrade pending.
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1", argv=ARGV)
+    send(1, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)
+    send(2, vllm_version="0.25.1", installed_vllm_version="0.27.1", argv=ARGV)
+    assert _process_findings()
+
+
+HEAD_DIM = next(r for r in DATA["lines"]
+                if r["rule_id"] == "upm-gemma4-transformers-515-head-dim")
+
+
+def test_the_command_for_a_crash_fixed_later_targets_the_fixing_release(send):
+    from front.views_failed import past_fix
+
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.27.1")
+    send(1, running=False, failed_starts=[failed(4, line=HEAD_DIM["line"], minutes=1)])
+    server = Server.objects.get(identity="port:8000")
+    causes = [f.rule_id for f in server.findings.active()
+              if (f.evidence or {}).get("failed_start")]
+    assert past_fix(server, causes) == "0.28.0"  # not the installed 0.27.1 that crashes
+    # Near miss: a cause with no fixing release (max-model-len) keeps the installed release.
+    send(2, running=False, failed_starts=[failed(5, minutes=2)])
+    server.refresh_from_db()
+    causes = [f.rule_id for f in server.findings.active()
+              if (f.evidence or {}).get("failed_start")]
+    assert KV["rule_id"] in causes
+    assert past_fix(server, causes) is None
