@@ -14,7 +14,7 @@ from typing import Any
 
 from advice.recommend import asif, data
 from advice.recommend.plan import Plan
-from audit.kb.templates import KNOWN_TEMPLATES
+from audit.kb import templates as kb_templates
 
 TEMPLATE_REF = "seed:000_ffb301503ad246f2.txt#Three load-bearing facts"
 KNEE_REF = "seed:000_ffb301503ad246f2.txt#Three load-bearing facts"
@@ -26,7 +26,7 @@ TP_CHOICES = (1, 2, 4, 8)
 
 def vetted_template() -> dict[str, Any]:
     """The vetted row of data/templates.yaml (identity, prefix, suffix, size, revision)."""
-    return next(row for row in KNOWN_TEMPLATES if row["identity"] == "vetted")
+    return next(row for row in kb_templates.active_rows() if row["identity"] == "vetted")
 
 
 def template_fingerprint(row: dict[str, Any], path: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from audit.kb.geometry import MODELS, find_model
+from audit.kb.geometry import find_model, models_table
 
 _DATA = Path(__file__).with_name("data") / "model_catalogue.yaml"
 
@@ -74,7 +74,7 @@ def _agrees(row_family: str, family: str) -> bool:
 def _row_by_layers(family: str, layers: int | None) -> dict[str, Any] | None:
     if not layers:
         return None
-    for row in MODELS:
+    for row in models_table():
         if _agrees(row["family"], family) and row.get("layers") == layers:
             return row
     return None

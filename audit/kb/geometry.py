@@ -52,6 +52,12 @@ def _load() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 MODELS, DRAFTERS = _load()
 
+
+def models_table() -> list[dict[str, Any]]:
+    """The model rows of the active KB (an installed bundle's once one is; cached by
+    :func:`audit.kb.paths.load_data` until the file changes), not the import-time copy."""
+    return _load()[0]
+
 _QUANT_FLAG_MAP = {
     "awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq",
     "auto_gptq": "gptq", "fp8": "fp8", "fbgemm_fp8": "fp8", "fp8_per_tensor": "fp8",

@@ -35,6 +35,11 @@ def _load() -> list[dict[str, Any]]:
 KNOWN_TEMPLATES = _load()
 
 
+def active_rows() -> list[dict[str, Any]]:
+    """The active KB's template rows (follows an installed bundle), not the import-time copy."""
+    return _load()
+
+
 def match(sha256: str | None, size_bytes: int | None) -> dict[str, Any] | None:
     """The table row whose prefix, suffix and size all match, else None.
 
