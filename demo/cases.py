@@ -1,18 +1,23 @@
-"""One simulated host per real bug report in ``demo/data/cases/reports`` (its real command line).
+"""The real bug reports of ``demo/data/cases/reports`` as vLLM servers (their real command lines).
 
-Conversion rules (``demo/data/cases/README.md``; adapted from ``tests/agent/fa_cases.py`` and
-``tests/audit/casekit.py``): ``docker run ... IMAGE ARGS`` and bare ``IMAGE ARGS``
-(Kubernetes) lines become the container's server process with the image recorded;
-images older than vLLM PR #25967 (2025-10-02, taken as < 0.11.0) start the api_server
-module, newer ones ``vllm serve``; a ``vllm bench`` line is not a server and is skipped;
-``<...>`` placeholders stay as the unknown values they are. The running version is the
-first PEP 440 token of the case's ``vllm_version`` text (what ``/version`` would say).
+The one case loader of the project: the demo fleet puts each case on a host of its own
+(:mod:`demo.casehosts`) and the agent tests put every case on one fake node
+(:func:`place_cases`). Imports no Django, Celery or psycopg and nothing of the dashboard
+(tests/test_architecture.py checks), because the agent tests import it.
 
-GPUs come from the case's ``gpus`` list (device name with its parenthetical note dropped,
-memory from ``memory_gib``; non-NVIDIA devices keep the same reading shape). Servers that
-crashed in the report are shown running a light load: the audit's value is predicting
-the crash from version, flags and GPU. Where a case's ``metrics_note`` gives numbers
-(acceptance of 002, 017, 027, 032), the workload reproduces them.
+Conversion rules (``demo/data/cases/README.md``; adapted from ``tests/audit/casekit.py``):
+``docker run ... IMAGE ARGS`` and bare ``IMAGE ARGS`` (Kubernetes) lines become the
+container's server process with the image recorded; images older than vLLM PR #25967
+(2025-10-02, taken as < 0.11.0) start the api_server module, newer ones ``vllm serve``; a
+``vllm bench`` line is not a server and is skipped; ``<...>`` placeholders stay as the unknown
+values they are. Outside containers every server has a venv of its own (``/opt/venv-NNN``),
+as operators do: ``vllm serve`` runs its console script, ``python -m ...`` stays as typed
+with the venv first on ``PATH``. The running version is the first PEP 440 token of the
+case's ``vllm_version`` text (what ``/version`` would say).
+
+Servers that crashed in the report are shown running a light load: the audit's value is
+predicting the crash from version, flags and GPU. Where a case's ``metrics_note`` gives
+numbers (acceptance of 002, 017, 027, 032), the workload reproduces them.
 """
 
 from __future__ import annotations
@@ -20,17 +25,17 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from audit.kb.gpus import lookup
 from demo.paths import report_paths
-from demo.specs import Container, GpuSpec, HostSpec, ServerSpec, int_option, option
+from demo.procnode import ProcNode, ServerPids
+from demo.specs import Container, ServerSpec, int_option, option, place_server
 from demo.traffic import Workload
 
-_GIB = 2**30
 _VERSION_RE = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?"
                          r"(?:\.dev\d+)?(?:\+[0-9a-z.]+)?)", re.IGNORECASE)
 _DOCKER_FLAGS = {"-d", "-i", "-t", "-it", "-itd", "-dit", "--rm", "--privileged", "--detach",
@@ -91,18 +96,6 @@ def _entrypoint(version: str, args: list[str]) -> tuple[str, ...]:
     return ("python3", "-m", "vllm.entrypoints.openai.api_server", *args)
 
 
-def _gpus(case: dict[str, Any]) -> tuple[GpuSpec, ...]:
-    out = []
-    for spec in case.get("gpus") or []:
-        name = re.sub(r"\s*\([^)]*\)\s*$", "", str(spec.get("name") or "unknown")).strip()
-        memory = spec.get("memory_gib")
-        row = lookup(name) or {}
-        for _ in range(int(spec.get("count") or 1)):
-            out.append(GpuSpec(name, int(memory * _GIB) if memory else None, row.get("cc"),
-                               None, bool(row.get("unified_memory"))))
-    return tuple(out)
-
-
 def _model(args: list[str]) -> str:
     model = option(args, "--model")
     if model:
@@ -131,8 +124,26 @@ def _workload(cid: str, k: int) -> Workload:
     return load
 
 
-def case_host(path: Path) -> HostSpec | None:
-    """The host of one case file, or None for a ``vllm bench`` line."""
+@dataclass(frozen=True)
+class Case:
+    """One case report that runs a server.
+
+    ``cid``: the report's number (``"002"``); ``name``: its file stem; ``server``: the
+    server as :class:`ServerSpec` (GPU indices ``0..n-1`` for the report's ``n`` GPUs);
+    ``gpus``: the report's ``gpus`` entries as written (``name``, ``count``, ``memory_gib``).
+    """
+
+    cid: str
+    name: str
+    server: ServerSpec
+    gpus: tuple[dict[str, Any], ...]
+
+
+def load_case(path: Path) -> Case | None:
+    """The case of one report file, or None for a ``vllm bench`` line (not a server).
+
+    Raises ``KeyError`` for a report without ``argv`` and ``ValueError`` for invalid JSON.
+    """
     case = json.loads(path.read_text(encoding="utf-8"))
     cid = path.name.split("-", 1)[0]
     argv = [str(a) for a in case["argv"]]
@@ -140,13 +151,21 @@ def case_host(path: Path) -> HostSpec | None:
         return None
     version = case_version(case.get("vllm_version"))
     env = dict(case.get("env") or {})
-    server = _server(cid, argv, env, version)
-    gpus = _gpus(case)
-    server = server.changed(gpus=tuple(range(len(gpus))) or (0,))
-    name = re.sub(r"[^a-z0-9]+", "-", (gpus[0].name if gpus else "gpu").lower())
-    name = name.replace("nvidia-", "").replace("geforce-", "").strip("-")[:20].strip("-")
-    return HostSpec(f"case{cid}-{name}", gpus, (server,), role=f"case {path.stem}",
-                    labels=(("source", f"case-{cid}"),))
+    gpus = tuple(case.get("gpus") or [])
+    count = sum(int(spec.get("count") or 1) for spec in gpus)
+    server = _server(cid, argv, env, version).changed(gpus=tuple(range(count)) or (0,))
+    return Case(cid, path.stem, server, gpus)
+
+
+def load_cases() -> list[Case]:
+    """Every case that runs a server, sorted by case id (FileNotFoundError without data)."""
+    cases = [load_case(p) for p in report_paths()]
+    return [c for c in cases if c is not None]
+
+
+def place_cases(proc: ProcNode) -> list[tuple[Case, ServerPids]]:
+    """Every case's server on one node (:func:`~demo.specs.place_server`), in case order."""
+    return [(case, place_server(proc, case.server)) for case in load_cases()]
 
 
 def _server(cid: str, argv: list[str], env: dict[str, str], version: str) -> ServerSpec:
@@ -164,10 +183,10 @@ def _server(cid: str, argv: list[str], env: dict[str, str], version: str) -> Ser
     elif argv[0] == "vllm":
         args = argv[2:]
         kernel = (f"{prefix}/bin/python3", f"{prefix}/bin/vllm", *argv[1:])
-    else:
+    else:  # `python -m vllm.entrypoints.openai.api_server`: the venv's python, through PATH
         args = argv[argv.index("vllm.entrypoints.openai.api_server") + 1:] \
             if "vllm.entrypoints.openai.api_server" in argv else argv[1:]
-        kernel, prefix, site = tuple(argv), "/usr", "lib/python3/dist-packages"
+        kernel = tuple(argv)
     if container:
         prefix, site, cwd = "/usr/local", "lib/python3.12/dist-packages", "/vllm-workspace"
     env.setdefault("PATH", f"{prefix}/bin:/usr/bin:/bin")
@@ -182,9 +201,3 @@ def _server(cid: str, argv: list[str], env: dict[str, str], version: str) -> Ser
                          max_model_len=int_option(args, "--max-model-len"), tp=tp,
                          env=tuple(env.items()), cwd=cwd, prefix=prefix, site=site,
                          container=container, api_key=option(args, "--api-key"))
-
-
-def case_hosts() -> list[HostSpec]:
-    """Every case that runs a server, sorted by case id."""
-    hosts = [case_host(p) for p in report_paths()]
-    return [h for h in hosts if h is not None]

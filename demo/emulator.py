@@ -3,22 +3,32 @@
 
 Answers like vLLM does (vllm-facts.md section 2): ``/version`` and ``/metrics`` need no
 key, ``/v1/*`` wants ``Authorization: Bearer <key>`` when the server has ``--api-key``.
-``/metrics`` advances the server's :class:`~demo.traffic.TrafficState` to
-the current time and renders it in the naming era of the version it claims. Adapted from
-``tests/agent/fa_emulator.py``. Binds loopback addresses only (refuses anything else).
+``/metrics`` either advances the server's :class:`~demo.traffic.TrafficState` to the current
+time and renders it in the naming era of the version it claims (the demo fleet), or, without
+a state, answers a fixed text (the agent tests serve real captures verbatim). Binds loopback
+addresses only (refuses anything else), or a Unix socket (``--uds``).
+
+The one emulator of the project: the demo fleet and the agent tests both use it, so it imports
+no Django, Celery or psycopg (tests/test_architecture.py checks).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import socketserver
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from demo.exposition import render
 from demo.traffic import TrafficState
+
+#: How many ``Authorization`` headers :attr:`Behaviour.seen_auth` keeps.
+SEEN_AUTH_KEEP = 64
 
 
 @dataclass
@@ -28,8 +38,12 @@ class Behaviour:
     version: str
     model_id: str
     root: str
-    max_model_len: int
-    state: TrafficState
+    #: ``max_model_len`` of the model card; None where the spec does not say.
+    max_model_len: int | None = 65536
+    #: Traffic rendered on each scrape; None: :attr:`metrics` is served as it is.
+    state: TrafficState | None = None
+    #: The fixed ``/metrics`` body when there is no :attr:`state`.
+    metrics: str = ""
     api_key: str | None = None
     #: Live-probe failure shapes this server shows (see :data:`FAULTS`); empty: healthy.
     faults: set[str] = field(default_factory=set)
@@ -39,9 +53,14 @@ class Behaviour:
     #: POST requests received (chat completions, tokenize): a server whose probes are off
     #: must stay at 0.
     posts: int = 0
+    #: ``Authorization`` header (None when absent) of the latest ``GET /v1/*`` requests, oldest
+    #: first: tests check which key the agent sent. Bounded, as the demo runs for days.
+    seen_auth: deque[str | None] = field(default_factory=lambda: deque(maxlen=SEEN_AUTH_KEEP))
 
     def metrics_text(self) -> str:
-        """The exposition at the current time (thread-safe)."""
+        """The exposition at the current time (thread-safe), or the fixed text."""
+        if self.state is None:
+            return self.metrics
         with self.lock:
             self.state.advance(time.time())
             return render(self.state)
@@ -65,7 +84,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/metrics":
             self._send(200, b.metrics_text().encode(), "text/plain; version=0.0.4; charset=utf-8")
         elif self.path == "/v1/models":
-            if b.api_key and self.headers.get("Authorization") != f"Bearer {b.api_key}":
+            auth = self.headers.get("Authorization")
+            b.seen_auth.append(auth)
+            if b.api_key and auth != f"Bearer {b.api_key}":
                 self._send(401, b'{"error": "Unauthorized"}')
                 return
             card = {"id": b.model_id, "object": "model", "owned_by": "vllm", "root": b.root,
@@ -120,31 +141,47 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
 class Emulator:
-    """One listening emulated server on ``(address, port)``; port 0 picks a free one.
+    """One listening emulated server on ``(address, port)``; port 0 picks a free one. With
+    ``uds`` (a filesystem path) it listens on that Unix socket instead, as ``vllm serve --uds``.
 
     Raises ``ValueError`` for a non-loopback address and ``OSError`` when the address
     cannot be bound (the caller falls back to 127.0.0.1 with a free port).
     """
 
-    def __init__(self, behaviour: Behaviour, address: str = "127.0.0.1", port: int = 0):
+    def __init__(self, behaviour: Behaviour, address: str = "127.0.0.1", port: int = 0,
+                 uds: str | None = None):
         if not ipaddress.ip_address(address).is_loopback:
             raise ValueError(f"emulators bind loopback addresses only, not {address}")
         self.behaviour = behaviour
-        self.httpd = _Server((address, port), _Handler)
+        self.uds = uds
+        self.httpd = _UnixServer(uds, _Handler) if uds else _Server((address, port), _Handler)
         self.httpd.behaviour = behaviour  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.2,), daemon=True)
         self.thread.start()
 
     @property
+    def port(self) -> int:
+        """The bound TCP port (not for a Unix socket)."""
+        return self.httpd.server_address[1]
+
+    @property
     def base_url(self) -> str:
-        """``http://address:port`` to reach it."""
+        """``http://address:port`` (``unix:<path>`` for a Unix socket) to reach it."""
+        if self.uds:
+            return f"unix:{self.uds}"
         host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}"
 
     def stop(self) -> None:
-        """Shut down (bounded, :func:`stop_server`) and close the socket."""
+        """Shut down (bounded, :func:`stop_server`), close the socket, remove a Unix socket."""
         stop_server(self.httpd, self.thread)
+        if self.uds and os.path.exists(self.uds):
+            os.unlink(self.uds)
 
 
 # ------------------------------------------------------------------ live-probe answers (issue 17)
@@ -210,7 +247,7 @@ def tokenize_answer(b: Behaviour, body: dict) -> dict:
 
 def _count_drafts(b: Behaviour) -> None:
     """Advance the spec-decode counters by one completion's drafts at the set acceptance."""
-    if b.draft_acceptance is None:
+    if b.draft_acceptance is None or b.state is None:
         return
     with b.lock:
         drafts = EMULATED_COMPLETION_TOKENS / (1 + EMULATED_SPEC_K * b.draft_acceptance)

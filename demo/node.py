@@ -27,7 +27,7 @@ from typing import Any
 from demo import fakesystemd
 from demo.emulator import Behaviour, Emulator
 from demo.procnode import ProcNode, ServerPids
-from demo.specs import HostSpec, ServerSpec, option
+from demo.specs import HostSpec, ServerSpec, option, place_server
 from demo.traffic import TrafficState
 from fleet_agent import config as agent_config
 from fleet_agent import deliver, failed_starts, runner
@@ -97,21 +97,7 @@ class SimNode:
 
     def start_server(self, server: ServerSpec, started_at: float) -> RunningServer:
         """Write the server's files and processes and start (or reuse) its emulator."""
-        ns = server.container.container_id if server.container else None
-        cgroup = "0::/user.slice\n"
-        if server.container:
-            cgroup = self.proc.docker_container(ns, server.container.image,
-                                                dict(server.container.ports))
-        self.proc.install_vllm(ns, server.prefix, server.installed or server.version,
-                               site=server.site)
-        for path, content in server.files:
-            self.proc.write_file(ns, path, content)
-        for cache, repo, commit, files in server.hf:
-            self.proc.hf_snapshot(ns, cache, repo, commit, dict(files))
-        pids = self.proc.add_vllm(list(server.argv), tp=server.tp, env=dict(server.env),
-                                  cwd=server.cwd, ns=ns, listen=(server.port,),
-                                  cgroup=cgroup, started=started_at,
-                                  exe="/usr/bin/python3.12")
+        pids = place_server(self.proc, server, started_at)
         state = TrafficState(model_name=server.model_id, version=server.version,
                              workload=server.workload, started_at=started_at,
                              max_model_len=server.max_model_len or 65536,

@@ -3,7 +3,8 @@
 A :class:`HostSpec` is what a node *is* (GPUs, servers); :mod:`demo.node`
 turns it into a ``/proc`` tree, emulators and a recorded NVML reading. Specs are plain
 data so scenarios can derive a changed server (upgrade, TP change) with
-:meth:`ServerSpec.changed`.
+:meth:`ServerSpec.changed`. :func:`place_server` writes one server onto a
+:class:`~demo.procnode.ProcNode` (the demo's nodes and the agent tests' node alike).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from demo.procnode import ProcNode, ServerPids
 from demo.traffic import Workload
 
 H100_NAME = "NVIDIA H100 80GB HBM3"
@@ -165,3 +167,21 @@ def stand_in_template(label: str, size: int) -> bytes:
     filler = b"{# padding #}\n"
     body = head + filler * ((size - len(head)) // len(filler))
     return body + b" " * (size - len(body))
+
+
+def place_server(proc: ProcNode, server: ServerSpec, started: float | None = None) -> ServerPids:
+    """Write ``server`` onto ``proc``: its container (cgroup and published ports), vLLM install,
+    files, HF cache snapshots and process tree, listening on ``server.port``. ``started``:
+    Unix time the processes started (None: the node's default start time)."""
+    ns = server.container.container_id if server.container else None
+    cgroup = "0::/user.slice\n"
+    if server.container:
+        cgroup = proc.docker_container(ns, server.container.image, dict(server.container.ports))
+    proc.install_vllm(ns, server.prefix, server.installed or server.version, site=server.site)
+    for path, content in server.files:
+        proc.write_file(ns, path, content)
+    for cache, repo, commit, files in server.hf:
+        proc.hf_snapshot(ns, cache, repo, commit, dict(files))
+    return proc.add_vllm(list(server.argv), tp=server.tp, env=dict(server.env), cwd=server.cwd,
+                         ns=ns, listen=(server.port,), cgroup=cgroup, started=started,
+                         exe="/usr/bin/python3.12")

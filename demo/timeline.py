@@ -41,7 +41,7 @@ from pathlib import Path
 import httpx
 
 from demo import seedfleet
-from demo.cases import case_hosts
+from demo.casehosts import case_hosts
 from demo.node import SimNode
 from demo.seedfleet import as_container, tp2_server
 from demo.specs import GB10_BYTES, HostSpec

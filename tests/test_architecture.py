@@ -171,3 +171,79 @@ def test_dependencies_point_one_way_and_nothing_imports_the_pages() -> None:
             if not _allowed(target, MAY_IMPORT[owner]):
                 wrong.append(f"{module} -> {target}")
     assert wrong == []
+
+
+# --- the demo package as the agent tests' fake fleet (issue 15) -------------------------------
+AGENT_TESTS = REPO / "tests" / "agent"
+#: Third-party packages of the dashboard (pyproject ``server`` extra): the agent installs
+#: without them, so nothing the agent tests import from ``demo`` may need them.
+SERVER_PACKAGES = {"django", "celery", "kombu", "redis", "psycopg", "psycopg2", "ninja",
+                   "dj_database_url", "whitenoise", "django_htmx", "gunicorn"}
+#: Project packages the agent tests may reach through ``demo`` (the rest is the dashboard).
+AGENT_SIDE = ("demo", "fleet_agent")
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Absolute dotted names imported anywhere in ``path`` (relative imports skipped)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _reach(start: set[str]) -> tuple[set[str], set[str]]:
+    """Project modules reachable from ``start`` and the third-party top-level packages they
+    import (``(project, external)``)."""
+    modules = project_modules()
+    graph = import_graph()
+    seen, todo = set(), [m for m in start if m in modules]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module] - seen)
+    external = {name.split(".")[0] for m in seen for name in _imported_names(modules[m])}
+    return seen, external - {p.split(".")[0] for p in modules}
+
+
+def _demo_modules_of_the_agent_tests() -> set[str]:
+    modules = project_modules()
+    return {name for path in AGENT_TESTS.glob("*.py") for name in _imported_names(path)
+            if name.split(".")[0] == "demo" and name in modules}
+
+
+def test_the_reach_check_sees_a_server_package_behind_demo() -> None:
+    project, external = _reach({"demo.management.commands.simulate_fleet"})
+    assert "django" in external and any(m.startswith("fleet.") for m in project)
+
+
+def test_the_agent_tests_use_the_demo_emulator_case_loader_and_fake_node() -> None:
+    assert {"demo.emulator", "demo.cases", "demo.procnode"} <= _demo_modules_of_the_agent_tests()
+
+
+def test_what_the_agent_tests_import_from_demo_needs_no_server_package() -> None:
+    project, external = _reach(_demo_modules_of_the_agent_tests())
+    assert sorted(m for m in project if not m.startswith(AGENT_SIDE)
+                  or m.startswith("demo.management")) == []
+    assert sorted(external & SERVER_PACKAGES) == []
+
+
+def test_the_agent_tests_keep_no_emulator_or_case_loader_of_their_own() -> None:
+    """One vLLM emulator and one case loader (``demo.emulator``, ``demo.cases``): a second copy
+    under tests/agent (a module, or a class or function of the same role) fails here."""
+    own = {}
+    for path in AGENT_TESTS.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        names = [n.name for n in tree.body
+                 if isinstance(n, ast.ClassDef | ast.FunctionDef)
+                 and (n.name.endswith(("Emulator", "Behaviour"))
+                      or n.name in {"load_cases", "load_case", "case_version", "split_docker",
+                                    "place_cases", "build_case_node", "add_case"})]
+        if names or "emulator" in path.stem or path.stem.endswith("cases"):
+            own[path.name] = names
+    assert own == {}

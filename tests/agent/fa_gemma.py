@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fa_cases import METRICS_DIR
-from fa_emulator import VllmBehaviour, VllmEmulator
 from fa_fakenode import FakeNode, ServerPids
+
+from demo.emulator import Behaviour, Emulator
+from demo.paths import metrics_dir
 
 HF_TOKEN = "hf_PlantedTokenValue0123456789"
 API_KEY = "sk-planted-api-key-9876543210"
@@ -44,7 +45,7 @@ class GemmaServer:
 
     name: str
     pids: ServerPids
-    emulator: VllmEmulator
+    emulator: Emulator
     template: str
     template_source: str
     running: str
@@ -52,10 +53,10 @@ class GemmaServer:
 
 
 def _emulator(version: str, model: str, root: str, capture: str,
-              api_key: str | None = None) -> VllmEmulator:
-    text = (METRICS_DIR / capture).read_text()
-    return VllmEmulator(VllmBehaviour(version=version, model_id=model, root=root, metrics=text,
-                                      api_key=api_key))
+              api_key: str | None = None) -> Emulator:
+    text = (metrics_dir() / capture).read_text()
+    return Emulator(Behaviour(version=version, model_id=model, root=root, metrics=text,
+                              api_key=api_key))
 
 
 def build_gemma_node(node: FakeNode) -> list[GemmaServer]:

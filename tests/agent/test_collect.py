@@ -10,6 +10,8 @@ from pathlib import Path
 from fa_fakenode import FakeNode
 from fa_gemma import API_KEY, HF_TOKEN
 
+from demo.emulator import Behaviour, Emulator
+from demo.paths import metrics_dir
 from fleet_agent.config import AgentConfig, ServerOverride
 from fleet_agent.schema import REDACTED, parse_report
 
@@ -26,23 +28,25 @@ def test_every_real_case_is_reported_with_version_argv_and_metrics(case_node, ru
     parse_report(json.loads(report.model_dump_json()))
     got = _by_pid(report)
     assert set(got) == {s.pids.server for s in servers}
-    for server in servers:
+    for server, emu in zip(servers, emulators, strict=True):
+        spec = server.case.server
         entry = got[server.pids.server]
-        assert entry.vllm_version == server.version
-        assert entry.installed_vllm_version == server.version
+        assert entry.vllm_version == spec.version
+        assert entry.installed_vllm_version == spec.version
         assert entry.metrics is not None
-        assert entry.metrics.text == server.metrics_file.read_text()
-        assert entry.container_image == server.image
-        assert len(entry.argv) == len(server.argv)
-        assert entry.models[0].max_model_len == 65536
+        assert entry.metrics.text == server.capture.read_text()
+        assert entry.container_image == (spec.container.image if spec.container else None)
+        assert len(entry.argv) == len(spec.argv)
+        assert entry.models[0].max_model_len == emu.behaviour.max_model_len == 65536
 
 
 def test_case_argv_survives_unchanged_when_it_holds_no_secret(case_node, run_collect):
     node, servers, _, config = case_node
     got = _by_pid(run_collect(node, config))
     for server in servers:
-        if "--api-key" not in server.argv:
-            assert got[server.pids.server].argv == server.argv, server.case
+        argv = list(server.case.server.argv)
+        if "--api-key" not in argv:
+            assert got[server.pids.server].argv == argv, server.case.name
 
 
 def test_the_gemma_node_reports_templates_versions_and_redacted_secrets(gemma_node, run_collect):
@@ -77,16 +81,14 @@ def test_the_servers_own_api_key_opens_v1_models_but_is_never_reported(gemma_nod
     node, servers = gemma_node
     entry = _by_pid(run_collect(node))[servers[1].pids.server]
     assert entry.models[0].id == "nvidia/Gemma-4-26B-A4B-NVFP4"
-    assert servers[1].emulator.behaviour.seen_auth == [f"Bearer {API_KEY}"]
+    assert list(servers[1].emulator.behaviour.seen_auth) == [f"Bearer {API_KEY}"]
     assert entry.argv[entry.argv.index("--api-key") + 1] == REDACTED
 
 
 def test_a_configured_api_key_is_used_when_the_server_hides_its_own(node: FakeNode,
                                                                     run_collect):
-    from fa_emulator import VllmBehaviour, VllmEmulator
-
-    emu = VllmEmulator(VllmBehaviour(version="0.28.0", model_id="m", root="m/x",
-                                     api_key="sk-from-config-000111"))
+    emu = Emulator(Behaviour(version="0.28.0", model_id="m", root="m/x",
+                             api_key="sk-from-config-000111"))
     try:
         pids = node.add_vllm(["vllm", "serve", "m/x", "--port", str(emu.port)],
                              listen=(emu.port,))
@@ -145,10 +147,8 @@ def test_without_nvml_the_gpu_error_is_set_and_the_rest_is_intact(gemma_node, ru
 
 def test_a_server_declared_in_the_config_is_reported_without_a_process(node: FakeNode,
                                                                        run_collect):
-    from fa_emulator import VllmBehaviour, VllmEmulator
-
-    emu = VllmEmulator(VllmBehaviour(version="0.29.0", model_id="g", root="google/gemma-4-31B-it",
-                                     metrics="vllm:num_requests_running 1\n"))
+    emu = Emulator(Behaviour(version="0.29.0", model_id="g", root="google/gemma-4-31B-it",
+                             metrics="vllm:num_requests_running 1\n"))
     try:
         argv = ["vllm", "serve", "google/gemma-4-31B-it", "--hf-token", "hf_abcdefghijkl"]
         config = AgentConfig(servers=[ServerOverride(base_url=emu.base_url, argv=argv, pid=7)])
@@ -230,16 +230,13 @@ def test_a_server_still_loading_its_model_is_reported_without_waiting_on_every_e
 
 
 def test_a_report_over_the_size_limit_keeps_every_vllm_family(node: FakeNode, run_collect):
-    from fa_cases import METRICS_DIR
-    from fa_emulator import VllmBehaviour, VllmEmulator
-
     from fleet_agent.schema import MAX_REPORT_BYTES
 
-    real = (METRICS_DIR / "inferstack-fixture_v0.29.0_qwen2.5-1.5b-t4.prom").read_text()
+    real = (metrics_dir() / "inferstack-fixture_v0.29.0_qwen2.5-1.5b-t4.prom").read_text()
     noise = "".join(f'http_request_size_bytes_sum{{handler="/v1/x{i}"}} {i}.0\n'
                     for i in range(45_000))
-    emus = [VllmEmulator(VllmBehaviour(version="0.29.0", model_id="m", root="m/x",
-                                       metrics=real + noise)) for _ in range(2)]
+    emus = [Emulator(Behaviour(version="0.29.0", model_id="m", root="m/x",
+                               metrics=real + noise)) for _ in range(2)]
     try:
         for emu in emus:
             node.add_vllm(["vllm", "serve", "m/x", "--port", str(emu.port)], listen=(emu.port,))

@@ -7,10 +7,11 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fa_cases import build_case_node, load_cases
-from fa_emulator import VllmBehaviour, VllmEmulator
 from fa_fakenode import BTIME, FakeNode
 
+from demo.cases import place_cases
+from demo.emulator import Behaviour, Emulator
+from demo.paths import report_paths
 from fleet_agent import discovery, procfs
 
 
@@ -23,12 +24,13 @@ def _found(node: FakeNode) -> list[discovery.ServerProcess]:
 
 
 def test_it_finds_exactly_the_api_servers_of_every_real_case(node: FakeNode) -> None:
-    cases = build_case_node(node)
-    bench_cases = [c for c in load_cases() if c["argv"][:2] == ["vllm", "bench"]]
+    placed = [pids for _, pids in place_cases(node)]
+    reports = [json.loads(p.read_text()) for p in report_paths()]
+    bench_cases = [r for r in reports if r["argv"][:2] == ["vllm", "bench"]]
     found = _found(node)
-    assert {s.pid for s in found} == {c.pids.server for c in cases}
-    assert len(cases) == len(load_cases()) - len(bench_cases)
-    children = {p for c in cases for p in [c.pids.engine, *c.pids.workers, *c.pids.helpers]}
+    assert {s.pid for s in found} == {pids.server for pids in placed}
+    assert len(placed) == len(reports) - len(bench_cases)
+    children = {p for pids in placed for p in [pids.engine, *pids.workers, *pids.helpers]}
     assert children.isdisjoint({s.pid for s in found})
 
 
@@ -90,8 +92,7 @@ def test_a_unix_socket_server_is_probed_through_its_mount_namespace() -> None:
         node = FakeNode(Path(tmp))
         sock = Path(tmp) / "run" / "v.sock"
         sock.parent.mkdir()
-        emu = VllmEmulator(VllmBehaviour(version="0.28.0", model_id="m", root="m/x"),
-                           uds=str(sock))
+        emu = Emulator(Behaviour(version="0.28.0", model_id="m", root="m/x"), uds=str(sock))
         try:
             node.add_vllm(["vllm", "serve", "m/x", "--uds", "/run/v.sock"], listen=())
             (server,) = _found(node)
