@@ -77,7 +77,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # No apt-get here: browser tests need Debian's chromium (apt-get install -y chromium; .ci/run
-# installs it) and fail with that command when it is missing.
+# installs it) and fail with that command when it is missing; so does the slow-body proxy
+# test without Caddy (apt-get install -y caddy).
 # Installing Chromium is .ci/run's job: make test never runs a package manager (the browser
 # tests fail, naming the package to install, when Chromium is missing).
 test: $(STAMP) services lint
