@@ -11,7 +11,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SECRET_KEY=test-only-not-secret DEBUG=false
 
-.PHONY: demo demo-reset test lint services bench install agent-wheel
+.PHONY: demo demo-reset test lint services bench install agent-wheel agent-lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,16 @@ DEMO_RUN_ENV := $(DEMO_ENV) AUDIT_METRICS_INTERVAL_S=30 ALERT_GROUP_WINDOW_S=20 
 # The node agent wheel served at /agent/dist/ (var/dist), built from fleet_agent/ alone.
 agent-wheel: $(STAMP)
 	$(DEMO_ENV) $(BIN)/python manage.py build_agent_wheel
+
+# The agent's dependencies pinned with every wheel's sha256 (install.sh installs them with
+# `pip install --require-hashes`): one universal resolution for Python >= 3.10 on every
+# platform, environment markers kept. uv is a maintainer's tool, not a dependency of the
+# product: `pipx install uv` or `pip install --user uv` (https://docs.astral.sh/uv/).
+UV ?= uv
+agent-lock:
+	$(UV) pip compile pyproject.toml --universal --python-version 3.10 --generate-hashes \
+		--index-url https://pypi.org/simple --custom-compile-command 'make agent-lock' \
+		-o fleet_agent/requirements.lock
 
 demo: $(STAMP) agent-wheel
 	mkdir -p var
@@ -67,7 +77,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # No apt-get here: browser tests need Debian's chromium (apt-get install -y chromium; .ci/run
-# installs it) and fail with that command when it is missing.
+# installs it) and fail with that command when it is missing; so does the slow-body proxy
+# test without Caddy (apt-get install -y caddy).
 # Installing Chromium is .ci/run's job: make test never runs a package manager (the browser
 # tests fail, naming the package to install, when Chromium is missing).
 test: $(STAMP) services lint

@@ -1,5 +1,6 @@
-"""Serving the node agent: ``/agent/install.sh``, ``/agent/dist/<wheel>``, and the
-admin's "add host" page with the one-line install command.
+"""Serving the node agent: ``/agent/install.sh``, ``/agent/dist/<wheel>``, the pinned
+dependency lock ``/agent/dist/<lock>``, and the admin's "add host" page with the one-line
+install command.
 
 The install script and the wheel need no login (a node has no session); they carry
 no secret. The enrollment secret travels only in the one-liner an admin copies.
@@ -9,6 +10,10 @@ missing wheel answers 503 saying which command builds it. The build copies the a
 (``fleet_agent/``, ``pyproject.toml``, ``README.md``) into a temporary folder and runs
 ``pip wheel`` there, so setuptools never walks the checkout (``var/sim/<host>/root/proc`` holds
 symlinks to ``/`` and ``/proc``); on a timeout the whole build process group is killed.
+The build also copies ``fleet_agent/requirements.lock`` (``make agent-lock``: every dependency
+pinned with its wheels' sha256) next to the wheel, so the lock served is the one the wheel was
+built with; the install script embeds both digests and installs the lock with
+``pip install --require-hashes``, then the wheel with ``--no-deps``.
 """
 
 from __future__ import annotations
@@ -56,22 +61,32 @@ def wheel_name() -> str:
     return f"vllm_fleet_agent-{AGENT_VERSION}-py3-none-any.whl"
 
 
+def lock_name() -> str:
+    """File name of the served dependency lock (``requirements.lock`` of this agent version)."""
+    return f"vllm_fleet_agent-{AGENT_VERSION}-requirements.lock"
+
+
 #: What the agent distribution is built from (paths relative to the checkout).
 AGENT_SOURCES = ("fleet_agent", "pyproject.toml", "README.md")
+#: The agent's dependencies pinned with hashes (``make agent-lock``), relative to the checkout.
+LOCK_SOURCE = Path("fleet_agent") / "requirements.lock"
 
 
 def build_agent_wheel(force: bool = False, out_dir: Path | None = None) -> Path:
-    """Build the agent wheel into ``out_dir`` (default :func:`dist_dir`) unless present.
+    """Build the agent wheel into ``out_dir`` (default :func:`dist_dir`) unless present, and
+    copy the dependency lock (:data:`LOCK_SOURCE`) there as :func:`lock_name` (every time).
 
-    Returns the wheel's path. Raises ``RuntimeError`` with pip's output when the build fails
-    or exceeds :data:`WHEEL_BUILD_TIMEOUT_S` (the build's process group is killed first).
+    Returns the wheel's path. Raises ``FileNotFoundError`` when the checkout has no lock, and
+    ``RuntimeError`` with pip's output when the build fails or exceeds
+    :data:`WHEEL_BUILD_TIMEOUT_S` (the build's process group is killed first).
     """
     out = Path(out_dir) if out_dir is not None else dist_dir()
     target = out / wheel_name()
     with _build_lock:
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(settings.BASE_DIR) / LOCK_SOURCE, out / lock_name())
         if target.exists() and not force:
             return target
-        out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="agent-wheel-") as tmp:
             source = _stage_agent_sources(Path(tmp) / "src")
             _run_pip_wheel(source, out)
@@ -134,9 +149,20 @@ def agent_wheel() -> tuple[Path, str]:
     (that is ``manage.py build_agent_wheel``'s job, never a request's): raises
     ``RuntimeError`` while the wheel is not built.
     """
-    path = dist_dir() / wheel_name()
+    return _served_file(wheel_name())
+
+
+def agent_lock() -> tuple[Path, str]:
+    """The served dependency lock's path and sha256, like :func:`agent_wheel` (``RuntimeError``
+    while ``manage.py build_agent_wheel`` has not copied it next to the wheel)."""
+    return _served_file(lock_name())
+
+
+def _served_file(name: str) -> tuple[Path, str]:
+    """``dist_dir() / name`` and its sha256, hashed once per (path, mtime, size)."""
+    path = dist_dir() / name
     if not path.is_file():
-        raise RuntimeError(f"agent wheel {path} missing; run `manage.py build_agent_wheel`")
+        raise RuntimeError(f"agent file {path} missing; run `manage.py build_agent_wheel`")
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size)
     if key not in _digests:
@@ -144,7 +170,8 @@ def agent_wheel() -> tuple[Path, str]:
         with path.open("rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
-        _digests.clear()
+        for stale in [k for k in _digests if k[0] == key[0]]:
+            del _digests[stale]
         _digests[key] = digest.hexdigest()
     return path, _digests[key]
 
@@ -152,35 +179,43 @@ def agent_wheel() -> tuple[Path, str]:
 @require_GET
 def install_script(request: HttpRequest) -> HttpResponse:
     """``GET /agent/install.sh``: the POSIX installer with this dashboard's URL and the
-    served wheel's name and sha256 filled in (503 while no wheel can be served)."""
+    served wheel's and dependency lock's names and sha256 filled in (503 while either is
+    missing)."""
     try:
         _, sha256 = agent_wheel()
+        _, lock_sha256 = agent_lock()
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         log.error("%s", exc)
         return HttpResponse("agent package not built; run `manage.py build_agent_wheel`\n",
                             status=503, content_type="text/plain; charset=utf-8")
-    text = render_install_script(settings.SITE_URL, wheel_name(), sha256)
+    text = render_install_script(settings.SITE_URL, wheel_name(), sha256,
+                                 lock_name=lock_name(), lock_sha256=lock_sha256)
     return HttpResponse(text, content_type="text/x-shellscript; charset=utf-8")
 
 
 @require_GET
 def agent_dist(request: HttpRequest, name: str) -> HttpResponse:
-    """``GET /agent/dist/<wheel>``: the prebuilt agent wheel (only the current one is served).
+    """``GET /agent/dist/<name>``: the prebuilt agent wheel or its dependency lock (only the
+    current ones are served).
 
-    404 for any other name; 503 (plain text, how to build it) while the wheel is not built.
+    404 for any other name; 503 (plain text, how to build it) while the file is not built.
     """
-    if name != wheel_name():
+    if name == lock_name():
+        content_type = "text/plain; charset=utf-8"
+    elif name == wheel_name():
+        content_type = "application/octet-stream"
+    else:
         raise Http404("no such agent package")
     path = dist_dir() / name
     if not path.is_file():
-        log.error("agent wheel %s missing; run `python manage.py build_agent_wheel`", path)
+        log.error("agent file %s missing; run `python manage.py build_agent_wheel`", path)
         return HttpResponse(
             f"The agent package {name} is not built on this dashboard. An admin builds it "
             "with `python manage.py build_agent_wheel` (or `make agent-wheel`); the Docker "
             "image builds it at image build.\n", status=503,
             content_type="text/plain; charset=utf-8", headers={"Retry-After": "300"})
     return FileResponse(path.open("rb"), as_attachment=True, filename=name,
-                        content_type="application/octet-stream")
+                        content_type=content_type)
 
 
 @require_http_methods(["GET", "POST"])

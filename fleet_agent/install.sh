@@ -5,6 +5,10 @@
 #   __AGENT_WHEEL__  the agent wheel's file name, served at $SITE_URL/agent/dist/<wheel>
 #   __AGENT_WHEEL_SHA256__  that wheel's sha256 (hex): the download is refused unless it
 #                    matches, so the wheel is as trustworthy as this script's own channel
+#   __AGENT_LOCK__   the dependency lock's file name, served at $SITE_URL/agent/dist/<lock>:
+#                    every dependency of the agent pinned with its wheels' sha256
+#                    (fleet_agent/requirements.lock, `make agent-lock`)
+#   __AGENT_LOCK_SHA256__  that lock's sha256 (hex), checked like the wheel's
 #
 # Install (the "add host" page shows this line with a fresh enrollment secret):
 #   (umask 077 && printf '%s\n' 'fes_...' > fleet-enroll.secret) && curl -fsSL \
@@ -22,9 +26,12 @@
 # (the script first revokes the host's token with `fleet-agent revoke`; by hand, revoke it
 # on the dashboard's Settings page).
 #
-# What it does: creates the system user `fleet-agent`, a venv in /opt/fleet-agent, installs
-# the agent wheel from the dashboard (its dependencies httpx, pydantic, nvidia-ml-py come
-# from the package index), enrolls (writes /etc/fleet-agent/config.toml, mode 0600, owned
+# What it does: downloads the agent wheel and the dependency lock from the dashboard and
+# checks both against the digests above (before changing anything), creates the system user
+# `fleet-agent` and a venv in /opt/fleet-agent, installs the dependencies (httpx, pydantic,
+# nvidia-ml-py and theirs) from the package index with `pip install --require-hashes
+# --only-binary :all:` (pip refuses any file whose sha256 the lock does not list, and runs no
+# package's build code as root), then the wheel with `--no-deps`, enrolls (writes /etc/fleet-agent/config.toml, mode 0600, owned
 # by fleet-agent), installs and starts fleet-agent.service.
 #
 # Why the service has capabilities: the agent runs as the unprivileged user fleet-agent,
@@ -47,6 +54,8 @@ set -eu
 SITE_URL="${FLEET_SITE_URL:-__SITE_URL__}"
 WHEEL="${FLEET_AGENT_WHEEL:-__AGENT_WHEEL__}"
 WHEEL_SHA256="__AGENT_WHEEL_SHA256__"
+LOCK="__AGENT_LOCK__"
+LOCK_SHA256="__AGENT_LOCK_SHA256__"
 PREFIX="${PREFIX:-}"
 DRY_RUN="${DRY_RUN:-0}"
 PYTHON="${PYTHON:-python3}"
@@ -144,6 +153,12 @@ preflight() {
     if ! printf '%s' "$WHEEL_SHA256" | grep -Eq '^[0-9a-f]{64}$'; then
         die "no agent wheel sha256 in this script; download it from the dashboard"
     fi
+    case "$LOCK" in
+        __*|"") die "no dependency lock name in this script; download it from the dashboard" ;;
+    esac
+    if ! printf '%s' "$LOCK_SHA256" | grep -Eq '^[0-9a-f]{64}$'; then
+        die "no dependency lock sha256 in this script; download it from the dashboard"
+    fi
     read_secret
     if [ "$DRY_RUN" != 1 ] && [ "$(id -u)" -ne 0 ]; then
         die "run as root (sudo)"
@@ -151,18 +166,31 @@ preflight() {
     command -v "$PYTHON" >/dev/null 2>&1 || [ "$DRY_RUN" = 1 ] || die "$PYTHON not found"
 }
 
-# Refuse a wheel whose sha256 differs from the one the dashboard embedded in this script.
-verify_wheel() {
+# Refuse a download whose sha256 differs from the one the dashboard embedded in this script.
+# verify <file> <expected sha256> <what>
+verify() {
     if command -v sha256sum >/dev/null 2>&1; then
         got="$(sha256sum "$1" | cut -d' ' -f1)"
     else
         got="$("$PYTHON" -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' "$1")"
     fi
-    [ "$got" = "$WHEEL_SHA256" ] || die "sha256 mismatch for $WHEEL: got $got, expected $WHEEL_SHA256; not installing"
-    say "wheel sha256 verified ($WHEEL_SHA256)"
+    [ "$got" = "$2" ] || die "sha256 mismatch for $(basename "$1"): got $got, expected $2; not installing"
+    say "$3 sha256 verified ($2)"
+}
+
+# Fetch the wheel and the lock into $tmp and check both; nothing is changed before this.
+# Downloaded and checked even in a dry run: it changes nothing outside $tmp.
+download() {
+    curl -fsSL -o "$tmp/$WHEEL" "$SITE_URL/agent/dist/$WHEEL" || die "cannot download $WHEEL"
+    verify "$tmp/$WHEEL" "$WHEEL_SHA256" wheel
+    curl -fsSL -o "$tmp/$LOCK" "$SITE_URL/agent/dist/$LOCK" || die "cannot download $LOCK"
+    verify "$tmp/$LOCK" "$LOCK_SHA256" "dependency lock"
 }
 
 install_agent() {
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' EXIT
+    download
     if ! id "$AGENT_USER" >/dev/null 2>&1; then
         run useradd --system --home-dir "$STATE" --shell /usr/sbin/nologin "$AGENT_USER"
     fi
@@ -170,12 +198,10 @@ install_agent() {
     # Reports (redacted, but about this node) are readable by the agent's user only.
     chmod 0700 "$PREFIX$STATE" "$PREFIX$STATE/spool"
     run "$PYTHON" -m venv "$VENV"
-    tmp="$(mktemp -d)"
-    trap 'rm -rf "$tmp"' EXIT
-    # Downloaded and checked even in a dry run: it changes nothing outside $tmp.
-    curl -fsSL -o "$tmp/$WHEEL" "$SITE_URL/agent/dist/$WHEEL" || die "cannot download $WHEEL"
-    verify_wheel "$tmp/$WHEEL"
-    run "$VENV/bin/pip" install --quiet --upgrade "$tmp/$WHEEL"
+    # Exactly the pinned dependencies, each file checked against the lock's sha256 list;
+    # then the agent itself, whose dependencies are already there (--no-deps: none unpinned).
+    run "$VENV/bin/pip" install --quiet --require-hashes --only-binary :all: -r "$tmp/$LOCK"
+    run "$VENV/bin/pip" install --quiet --upgrade --no-deps "$tmp/$WHEEL"
     # The secret stays in a file or the environment of this one command, never in argv.
     if [ -n "${FLEET_ENROLL_SECRET_FILE:-}" ]; then
         run "$VENV/bin/fleet-agent" enroll --server "$SITE_URL" --config "$CONF" \

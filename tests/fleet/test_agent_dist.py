@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import html
+import os
+import shutil
 import subprocess
+import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from fleet.access import set_role
-from fleet.agent_dist import build_agent_wheel, wheel_name
+from fleet.agent_dist import build_agent_wheel, lock_name, wheel_name
 from fleet.models import EnrollmentSecret
 
 pytestmark = pytest.mark.django_db
@@ -120,3 +123,87 @@ def test_the_image_builds_the_agent_wheel_before_dropping_root():
     build = next(i for i, line in enumerate(lines)
                  if line.startswith("RUN") and "build_agent_wheel" in line)
     assert build < next(i for i, line in enumerate(lines) if line.startswith("USER"))
+
+
+def test_the_served_script_embeds_the_sha256_of_the_served_lock(client, settings, built_var):
+    """Issue 16 item 12: the dependency lock travels like the wheel, digest in the script."""
+    import hashlib
+    import re
+
+    settings.VAR_DIR = built_var
+    script = client.get("/agent/install.sh").content.decode()
+    [name] = re.findall(r'^LOCK="([^"]+)"$', script, re.M)
+    response = client.get(f"/agent/dist/{name}")
+    assert response.status_code == 200
+    lock = b"".join(response.streaming_content)
+    assert lock == (Path(settings.BASE_DIR) / "fleet_agent" / "requirements.lock").read_bytes()
+    [embedded] = re.findall(r'^LOCK_SHA256="([0-9a-f]{64})"$', script, re.M)
+    assert embedded == hashlib.sha256(lock).hexdigest()
+
+
+def test_a_dashboard_without_the_lock_serves_no_install_script(client, settings, tmp_path,
+                                                               built_var):
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "dist").mkdir()
+    shutil.copy(built_var / "dist" / wheel_name(), tmp_path / "dist")
+
+    response = client.get("/agent/install.sh")
+
+    assert response.status_code == 503
+    assert "build_agent_wheel" in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("tamper", [False, True], ids=["intact", "tampered-lock"])
+def test_the_served_installer_refuses_a_lock_changed_after_it_was_served(
+        tamper, live_server, settings, tmp_path, built_var):
+    """Black box: the script from a live dashboard, real curl, a lock swapped on the server."""
+    if shutil.which("curl") is None:
+        raise AssertionError("curl missing: apt-get install -y curl")
+    settings.SITE_URL = live_server.url
+    settings.VAR_DIR = tmp_path / "var"
+    shutil.copytree(built_var / "dist", tmp_path / "var" / "dist")
+    script = tmp_path / "install.sh"
+    with urllib.request.urlopen(f"{live_server.url}/agent/install.sh", timeout=30) as response:
+        script.write_bytes(response.read())
+    if tamper:  # e.g. a compromised mirror adding a package whose hash it controls
+        with (tmp_path / "var" / "dist" / lock_name()).open("a") as lock:
+            lock.write("evil==6.6.6 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+
+    out = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=120,
+                         env={"PATH": os.environ["PATH"], "DRY_RUN": "1",
+                              "PREFIX": str(tmp_path / "root"),
+                              "FLEET_ENROLL_SECRET": "fes_test"})
+
+    if tamper:
+        assert out.returncode == 1
+        assert f"sha256 mismatch for {lock_name()}" in out.stderr
+        assert "pip" not in out.stdout and not (tmp_path / "root").exists()
+    else:
+        assert out.returncode == 0, out.stderr
+        assert "dependency lock sha256 verified" in out.stderr
+        assert "--require-hashes --only-binary :all: -r " in out.stdout
+
+
+def test_the_image_ships_the_lock_next_to_the_wheel():
+    """The Dockerfile's build_agent_wheel copies fleet_agent/requirements.lock into var/dist:
+    the checkout's lock must reach the image (COPY before that RUN, not in .dockerignore)."""
+    import fnmatch
+
+    base = Path(__file__).resolve().parents[2]
+    lines = (base / "Dockerfile").read_text().splitlines()
+    build = next(i for i, line in enumerate(lines)
+                 if line.startswith("RUN") and "build_agent_wheel" in line)
+    assert any(line.split()[:2] in (["COPY", "."], ["COPY", "fleet_agent"])
+               for line in lines[:build] if line.startswith("COPY"))
+    ignored = [p.strip() for p in (base / ".dockerignore").read_text().splitlines()
+               if p.strip() and not p.startswith("#")]
+    lock = "fleet_agent/requirements.lock"
+    assert (base / lock).is_file()
+    assert not any(fnmatch.fnmatch(lock, p) or fnmatch.fnmatch(lock, p.rstrip("/") + "/*")
+                   for p in ignored)
+
+
+def test_building_the_wheel_puts_the_lock_next_to_it(built_var, settings):
+    assert (built_var / "dist" / lock_name()).read_bytes() == (
+        Path(settings.BASE_DIR) / "fleet_agent" / "requirements.lock").read_bytes()
