@@ -353,3 +353,65 @@ expect("278", ("upx-llama4-max-len-below-attention-chunk",), "high",
 expect("279", ("upx-tool-calling-on-base-checkpoint",), "medium",
        ("instruct checkpoint", {"argv_replace": {"mistralai/Mistral-Small-3.1-24B-Base-2503":
                                                  "mistralai/Mistral-Small-3.1-24B-Instruct-2503"}}))
+
+
+# --------------------------------------------------------------------------- batch 30 (3NN)
+# Second mining pass (audit/rules/upstream_mined2.yaml, upstream_mined3.yaml).
+A100x1 = [{"name": "NVIDIA A100-SXM4-80GB", "memory_gib": 80, "count": 1}]
+TP_TO_PP = {"argv_replace": {"--tensor-parallel-size": "--pipeline-parallel-size"}}
+expect("301", ("upx-int4-group-tp-misaligned",), "critical",
+       ("TP 1", {"argv_set": {"--tensor-parallel-size": "1"}}),
+       ("pipeline parallel", TP_TO_PP))
+expect("302", ("upx-quantization-flag-checkpoint-mismatch",), "critical",
+       ("method from config", {"argv_replace": {"--quantization": None, "gguf": None}}))
+expect("303", ("upx-bnb-prequant-tensor-parallel",), "critical",
+       ("pipeline parallel", TP_TO_PP))
+expect("304", ("upx-bnb-model-unsupported-before-0-6-4",), "critical",
+       ("0.6.4", {"vllm_version": "0.6.4"}),
+       ("Llama checkpoint", {"argv_replace": {"unsloth/Qwen2.5-7B-Instruct-bnb-4bit":
+                                              "unsloth/Meta-Llama-3.1-8B-Instruct-bnb-4bit"}}))
+expect("305", ("upx-lora-rank-above-default-max",), "medium",
+       ("rank set", {"argv_add": ["--max-lora-rank", "64"]}))
+expect("306", ("upx-phi4-multimodal-without-lora",), "high",
+       ("LoRA adapters", {"argv_add": ["--enable-lora", "--max-lora-rank", "320",
+                                       "--max-loras", "2", "--lora-modules",
+                                       "speech=/models/phi4mm/speech-lora",
+                                       "vision=/models/phi4mm/vision-lora"]}))
+expect("307", ("upx-gemma3-needs-vllm-0-8",), "critical",
+       ("0.8.0", {"vllm_version": "0.8.0"}))
+expect("308", ("upx-deepseek-v3-needs-vllm-0-6-6",), "critical",
+       ("0.6.6", {"vllm_version": "0.6.6"}),
+       ("R1 distill", {"argv_replace": {"deepseek-ai/DeepSeek-V3":
+                                        "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B"}}))
+expect("309", ("upx-llama4-needs-vllm-0-8-3",), "critical",
+       ("0.8.3", {"vllm_version": "0.8.3"}))
+expect("310", ("upx-llama31-rope-needs-vllm-0-5-3",), "critical",
+       ("0.5.3.post1", {"vllm_version": "0.5.3.post1"}),
+       ("Llama 2", {"argv_replace": {"meta-llama/Meta-Llama-3.1-8B-Instruct":
+                                     "meta-llama/Llama-2-7b-chat-hf"}}))
+expect("311", ("upx-gemma2-softcap-needs-flashinfer",), "critical",
+       ("FlashInfer backend", {"env": {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}}),
+       ("0.5.4", {"vllm_version": "0.5.4"}))
+expect("312", ("upx-remote-code-model-without-trust",), "critical",
+       ("trusted", {"argv_add": ["--trust-remote-code"]}))
+expect("313", ("upx-vllm-use-v1-zero-after-v0-removal",), "medium",
+       ("0.10.2", {"vllm_version": "0.10.2"}),
+       ("variable dropped", {"env": {}}))
+expect("314", ("upx-v1-engine-forced-pre-ampere-0-7",), "high",
+       ("V0 engine", {"env": {}}),
+       ("A100", {"gpus": A100x1}))
+expect("315", ("upx-flash-attn-3-unsupported-gpu",), "low",
+       ("H100", {"gpus": H100}),
+       ("FA chosen by vLLM", {"env": {}}))
+expect("316", ("upx-async-scheduling-with-spec-decode-early",), "high",
+       ("sync scheduling", {"argv_replace": {"--async-scheduling": None}}),
+       ("0.12.0", {"vllm_version": "0.12.0"}))
+expect("317", ("upx-async-scheduling-with-pipeline-parallel-early",), "high",
+       ("sync scheduling", {"argv_replace": {"--async-scheduling": None}}))
+expect("318", ("upx-tokenizer-mode-slow-removed",), "high",
+       ("0.30.0", {"vllm_version": "0.30.0"}),
+       ("auto mode", {"argv_set": {"--tokenizer-mode": "auto"}}))
+expect("319", ("upx-spec-medusa-mlp-speculator-removed",), "high",
+       ("0.32.0", {"vllm_version": "0.32.0"}))
+expect("320", ("upx-mistral-tool-call-ids-before-0-6-3",), "high",
+       ("0.6.3", {"vllm_version": "0.6.3"}))
