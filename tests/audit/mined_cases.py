@@ -415,3 +415,40 @@ expect("319", ("upx-spec-medusa-mlp-speculator-removed",), "high",
        ("0.32.0", {"vllm_version": "0.32.0"}))
 expect("320", ("upx-mistral-tool-call-ids-before-0-6-3",), "high",
        ("0.6.3", {"vllm_version": "0.6.3"}))
+T4x2 = [{"name": "Tesla T4", "memory_gib": 16, "count": 2}]
+A10G = [{"name": "NVIDIA A10G", "memory_gib": 24, "count": 1}]
+expect("321", ("upx-int4-moe-tp-block-size-k",), "critical",
+       ("TP 2", {"argv_set": {"--tensor-parallel-size": "2"}}),
+       ("expert parallel", {"argv_add": ["--enable-expert-parallel"]}))
+expect("322", ("upx-qwen2-vl-needs-vllm-0-6-1",), "critical",
+       ("0.6.1", {"vllm_version": "0.6.1"}))
+expect("323", ("upx-qwen3-vl-needs-vllm-0-11",), "critical",
+       ("0.11.0", {"vllm_version": "0.11.0"}))
+expect("324", ("upx-llama32-vision-needs-vllm-0-6-2",), "critical",
+       ("0.6.2", {"vllm_version": "0.6.2"}))
+expect("325", ("upx-gguf-qwen3-vl-unsupported",), "critical",
+       ("safetensors repo", {"argv_replace": {
+           "/root/.cache/huggingface/hub/models--Qwen--Qwen3-VL-30B-A3B-Instruct-GGUF/snapshots/"
+           "f54435e6cc31258f04b0969105c3f6badb197931/Qwen3VL-30B-A3B-Instruct-Q4_K_M.gguf":
+           "Qwen/Qwen3-VL-30B-A3B-Instruct"}}))
+expect("326", ("upx-gguf-sharded-file",), "high",
+       ("merged file", {"argv_replace": {
+           "/media/vol/runs/vlm/checkpoints/Qwen3-VL-235B-A22B-Instruct-UD-Q4_K_XL-00001-of-00003.gguf":
+           "/media/vol/runs/vlm/checkpoints/Qwen3-VL-235B-A22B-Instruct-UD-Q4_K_XL.gguf"}}))
+expect("327", ("upx-int8-w8a8-turing-0-6-3",), "critical",
+       ("0.6.2", {"vllm_version": "0.6.2"}),
+       ("A10G", {"gpus": A10G}))
+expect("328", ("upx-pixtral-mistral-format-rocm",), "high",
+       ("HF format", {"argv_replace": {"mistralai/Pixtral-12B-2409":
+                                       "mistral-community/pixtral-12b",
+                                       "--tokenizer-mode": None, "mistral": None}}),
+       ("NVIDIA GPU", {"gpus": H100}))
+expect("329", ("upx-flexattention-sliding-window-pre-ampere",), "medium",
+       ("Triton attention", {"argv_add": ["--attention-backend", "TRITON_ATTN"]}),
+       ("A10G", {"gpus": A10G}))
+expect("330", ("upx-compressed-tensors-awq-turing-before-0-12",), "critical",
+       ("0.12.0", {"vllm_version": "0.12.0"}),
+       ("A10G", {"gpus": A10G}))
+expect("331", ("upx-reasoning-parser-without-enable-reasoning",), "medium",
+       ("enabled", {"argv_add": ["--enable-reasoning"]}),
+       ("0.9.0", {"vllm_version": "0.9.0"}))
