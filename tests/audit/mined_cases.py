@@ -452,3 +452,25 @@ expect("330", ("upx-compressed-tensors-awq-turing-before-0-12",), "critical",
 expect("331", ("upx-reasoning-parser-without-enable-reasoning",), "medium",
        ("enabled", {"argv_add": ["--enable-reasoning"]}),
        ("0.9.0", {"vllm_version": "0.9.0"}))
+expect("332", ("upx-gptoss-needs-vllm-0-10-1",), "critical",
+       ("0.10.1", {"vllm_version": "0.10.1"}))
+expect("333", ("upx-spec-decode-with-structured-output-early",), "medium",
+       ("no speculator", {"argv_replace": {
+           "--speculative-model": None, "neuralmagic/Llama-3.2-3B-Instruct-FP8-dynamic": None,
+           "--num-speculative-tokens": None, "5": None}}))
+expect("334", ("upx-deepseek-v3-pipeline-parallel-0-6-6",), "critical",
+       ("no PP", {"argv_set": {"--pipeline-parallel-size": "1"}}))
+expect("335", ("upx-v1-engine-forced-spec-decode-0-7",), "high",
+       ("V0 engine", {"env": {}}))
+expect("336", ("upx-gemma2-needs-vllm-0-5-1",), "critical",
+       ("0.5.1", {"vllm_version": "0.5.1"}))
+expect("337", ("upx-glm45v-needs-vllm-0-10-1",), "critical",
+       ("0.10.1", {"vllm_version": "0.10.1"}))
+expect("338", ("upx-openai-tool-parser-before-0-10-2",), "critical",
+       ("0.10.2", {"vllm_version": "0.10.2"}))
+expect("339", ("upx-tool-parser-beyond-hermes-mistral-before-0-6-3",), "critical",
+       ("0.6.3", {"vllm_version": "0.6.3"}),
+       ("hermes parser", {"argv_set": {"--tool-call-parser": "hermes"}}))
+expect("340", ("upx-qwen3-coder-parser-calls-left-in-content",), "low",
+       ("no tool parser", {"argv_replace": {"--enable-auto-tool-choice": None,
+                                            "--tool-call-parser": None, "qwen3_coder": None}}))
