@@ -471,6 +471,7 @@ expect("338", ("upx-openai-tool-parser-before-0-10-2",), "critical",
 expect("339", ("upx-tool-parser-beyond-hermes-mistral-before-0-6-3",), "critical",
        ("0.6.3", {"vllm_version": "0.6.3"}),
        ("hermes parser", {"argv_set": {"--tool-call-parser": "hermes"}}))
-expect("340", ("upx-qwen3-coder-parser-calls-left-in-content",), "low",
-       ("no tool parser", {"argv_replace": {"--enable-auto-tool-choice": None,
-                                            "--tool-call-parser": None, "qwen3_coder": None}}))
+expect("340", ("upx-olmo2-needs-vllm-0-6-5",), "critical",
+       ("0.6.5", {"vllm_version": "0.6.5"}))
+expect("341", ("upx-olmo-original-format-unsupported",), "critical",
+       ("-hf conversion", {"argv_replace": {"allenai/OLMo-7B": "allenai/OLMo-7B-hf"}}))
