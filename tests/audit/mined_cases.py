@@ -1,5 +1,6 @@
 """Expectations for the real-report cases mined from the vLLM tracker for issue 12 "Breadth"
-(tests/audit/more_cases/2NN-*.json, rules with the ``upx-`` prefix).
+(tests/audit/more_cases/2NN-*.json and, for the second mining pass, 3NN-*.json; rules with the
+``upx-`` prefix).
 
 ``EXPECTATIONS``: case prefix -> (rule ids that must fire, minimum severity), read by
 tests/audit/test_more_cases.py next to its own table. ``NEAR_MISSES``: case prefix -> list of
@@ -353,3 +354,125 @@ expect("278", ("upx-llama4-max-len-below-attention-chunk",), "high",
 expect("279", ("upx-tool-calling-on-base-checkpoint",), "medium",
        ("instruct checkpoint", {"argv_replace": {"mistralai/Mistral-Small-3.1-24B-Base-2503":
                                                  "mistralai/Mistral-Small-3.1-24B-Instruct-2503"}}))
+
+
+# --------------------------------------------------------------------------- batch 30 (3NN)
+# Second mining pass (audit/rules/upstream_mined2.yaml, upstream_mined3.yaml).
+A100x1 = [{"name": "NVIDIA A100-SXM4-80GB", "memory_gib": 80, "count": 1}]
+TP_TO_PP = {"argv_replace": {"--tensor-parallel-size": "--pipeline-parallel-size"}}
+expect("301", ("upx-int4-group-tp-misaligned",), "critical",
+       ("TP 1", {"argv_set": {"--tensor-parallel-size": "1"}}),
+       ("pipeline parallel", TP_TO_PP))
+expect("302", ("upx-quantization-flag-checkpoint-mismatch",), "critical",
+       ("method from config", {"argv_replace": {"--quantization": None, "gguf": None}}))
+expect("303", ("upx-bnb-prequant-tensor-parallel",), "critical",
+       ("pipeline parallel", TP_TO_PP))
+expect("304", ("upx-bnb-model-unsupported-before-0-6-4",), "critical",
+       ("0.6.4", {"vllm_version": "0.6.4"}),
+       ("Llama checkpoint", {"argv_replace": {"unsloth/Qwen2.5-7B-Instruct-bnb-4bit":
+                                              "unsloth/Meta-Llama-3.1-8B-Instruct-bnb-4bit"}}))
+expect("305", ("upx-lora-rank-above-default-max",), "low",
+       ("rank set", {"argv_add": ["--max-lora-rank", "64"]}))
+expect("306", ("upx-phi4-multimodal-without-lora",), "high",
+       ("LoRA adapters", {"argv_add": ["--enable-lora", "--max-lora-rank", "320",
+                                       "--max-loras", "2", "--lora-modules",
+                                       "speech=/models/phi4mm/speech-lora",
+                                       "vision=/models/phi4mm/vision-lora"]}))
+expect("307", ("upx-gemma3-needs-vllm-0-8",), "critical",
+       ("0.8.0", {"vllm_version": "0.8.0"}))
+expect("308", ("upx-deepseek-v3-needs-vllm-0-6-6",), "critical",
+       ("0.6.6", {"vllm_version": "0.6.6"}),
+       ("R1 distill", {"argv_replace": {"deepseek-ai/DeepSeek-V3":
+                                        "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B"}}))
+expect("309", ("upx-llama4-needs-vllm-0-8-3",), "critical",
+       ("0.8.3", {"vllm_version": "0.8.3"}))
+expect("310", ("upx-llama31-rope-needs-vllm-0-5-3",), "critical",
+       ("0.5.3.post1", {"vllm_version": "0.5.3.post1"}),
+       ("Llama 2", {"argv_replace": {"meta-llama/Meta-Llama-3.1-8B-Instruct":
+                                     "meta-llama/Llama-2-7b-chat-hf"}}))
+expect("311", ("upx-gemma2-softcap-needs-flashinfer",), "critical",
+       ("FlashInfer backend", {"env": {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}}),
+       ("0.5.4", {"vllm_version": "0.5.4"}))
+expect("312", ("upx-remote-code-model-without-trust",), "critical",
+       ("trusted", {"argv_add": ["--trust-remote-code"]}))
+expect("313", ("upx-vllm-use-v1-zero-after-v0-removal",), "medium",
+       ("0.10.2", {"vllm_version": "0.10.2"}),
+       ("variable dropped", {"env": {}}))
+expect("314", ("upx-v1-engine-forced-pre-ampere-0-7",), "high",
+       ("V0 engine", {"env": {}}),
+       ("A100", {"gpus": A100x1}))
+expect("315", ("upx-flash-attn-3-unsupported-gpu",), "low",
+       ("H100", {"gpus": H100}),
+       ("FA chosen by vLLM", {"env": {}}))
+expect("316", ("upx-async-scheduling-with-spec-decode-early",), "high",
+       ("sync scheduling", {"argv_replace": {"--async-scheduling": None}}),
+       ("0.12.0", {"vllm_version": "0.12.0"}))
+expect("317", ("upx-async-scheduling-with-pipeline-parallel-early",), "high",
+       ("sync scheduling", {"argv_replace": {"--async-scheduling": None}}))
+expect("318", ("upx-tokenizer-mode-slow-removed",), "high",
+       ("0.30.0", {"vllm_version": "0.30.0"}),
+       ("auto mode", {"argv_set": {"--tokenizer-mode": "auto"}}))
+expect("319", ("upx-spec-medusa-mlp-speculator-removed",), "high",
+       ("0.32.0", {"vllm_version": "0.32.0"}))
+expect("320", ("upx-mistral-tool-call-ids-before-0-6-3",), "high",
+       ("0.6.3", {"vllm_version": "0.6.3"}))
+T4x2 = [{"name": "Tesla T4", "memory_gib": 16, "count": 2}]
+A10G = [{"name": "NVIDIA A10G", "memory_gib": 24, "count": 1}]
+expect("321", ("upx-int4-moe-tp-block-size-k",), "critical",
+       ("TP 2", {"argv_set": {"--tensor-parallel-size": "2"}}),
+       ("expert parallel", {"argv_add": ["--enable-expert-parallel"]}))
+expect("322", ("upx-qwen2-vl-needs-vllm-0-6-1",), "critical",
+       ("0.6.1", {"vllm_version": "0.6.1"}))
+expect("323", ("upx-qwen3-vl-needs-vllm-0-11",), "critical",
+       ("0.11.0", {"vllm_version": "0.11.0"}))
+expect("324", ("upx-llama32-vision-needs-vllm-0-6-2",), "critical",
+       ("0.6.2", {"vllm_version": "0.6.2"}))
+expect("325", ("upx-gguf-qwen3-vl-unsupported",), "critical",
+       ("safetensors repo", {"argv_replace": {
+           "/root/.cache/huggingface/hub/models--Qwen--Qwen3-VL-30B-A3B-Instruct-GGUF/snapshots/"
+           "f54435e6cc31258f04b0969105c3f6badb197931/Qwen3VL-30B-A3B-Instruct-Q4_K_M.gguf":
+           "Qwen/Qwen3-VL-30B-A3B-Instruct"}}))
+expect("326", ("upx-gguf-sharded-file",), "high",
+       ("merged file", {"argv_replace": {
+           "/media/vol/runs/vlm/checkpoints/Qwen3-VL-235B-A22B-Instruct-UD-Q4_K_XL-00001-of-00003.gguf":
+           "/media/vol/runs/vlm/checkpoints/Qwen3-VL-235B-A22B-Instruct-UD-Q4_K_XL.gguf"}}))
+expect("327", ("upx-int8-w8a8-turing-0-6-3",), "critical",
+       ("0.6.2", {"vllm_version": "0.6.2"}),
+       ("A10G", {"gpus": A10G}))
+expect("328", ("upx-pixtral-mistral-format-rocm",), "high",
+       ("HF format", {"argv_replace": {"mistralai/Pixtral-12B-2409":
+                                       "mistral-community/pixtral-12b",
+                                       "--tokenizer-mode": None, "mistral": None}}),
+       ("NVIDIA GPU", {"gpus": H100}))
+expect("329", ("upx-flexattention-sliding-window-pre-ampere",), "medium",
+       ("Triton attention", {"argv_add": ["--attention-backend", "TRITON_ATTN"]}),
+       ("A10G", {"gpus": A10G}))
+expect("330", ("upx-compressed-tensors-awq-turing-before-0-12",), "critical",
+       ("0.12.0", {"vllm_version": "0.12.0"}),
+       ("A10G", {"gpus": A10G}))
+expect("331", ("upx-reasoning-parser-without-enable-reasoning",), "medium",
+       ("enabled", {"argv_add": ["--enable-reasoning"]}),
+       ("0.9.0", {"vllm_version": "0.9.0"}))
+expect("332", ("upx-gptoss-needs-vllm-0-10-1",), "critical",
+       ("0.10.1", {"vllm_version": "0.10.1"}))
+expect("333", ("upx-spec-decode-with-structured-output-early",), "medium",
+       ("no speculator", {"argv_replace": {
+           "--speculative-model": None, "neuralmagic/Llama-3.2-3B-Instruct-FP8-dynamic": None,
+           "--num-speculative-tokens": None, "5": None}}))
+expect("334", ("upx-deepseek-v3-pipeline-parallel-0-6-6",), "critical",
+       ("no PP", {"argv_set": {"--pipeline-parallel-size": "1"}}))
+expect("335", ("upx-v1-engine-forced-spec-decode-0-7",), "high",
+       ("V0 engine", {"env": {}}))
+expect("336", ("upx-gemma2-needs-vllm-0-5-1",), "critical",
+       ("0.5.1", {"vllm_version": "0.5.1"}))
+expect("337", ("upx-glm45v-needs-vllm-0-10-1",), "critical",
+       ("0.10.1", {"vllm_version": "0.10.1"}))
+expect("338", ("upx-openai-tool-parser-before-0-10-2",), "critical",
+       ("0.10.2", {"vllm_version": "0.10.2"}))
+expect("339", ("upx-tool-parser-beyond-hermes-mistral-before-0-6-3",), "critical",
+       ("0.6.3", {"vllm_version": "0.6.3"}),
+       ("hermes parser", {"argv_set": {"--tool-call-parser": "hermes"}}))
+expect("340", ("upx-olmo2-needs-vllm-0-6-5",), "critical",
+       ("0.6.5", {"vllm_version": "0.6.5"}))
+expect("341", ("upx-olmo-original-format-unsupported",), "critical",
+       ("-hf conversion", {"argv_replace": {"allenai/OLMo-7B": "allenai/OLMo-7B-hf"}}))
