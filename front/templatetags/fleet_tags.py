@@ -66,3 +66,11 @@ def when(value: datetime | str | None) -> str:
     iso = at.replace(microsecond=0).isoformat()
     return format_html('<time datetime="{}" title="{}">{} · {}</time>', iso, iso,
                        local.strftime("%Y-%m-%d %H:%M %Z"), relative)
+
+
+@register.filter
+def count(value: object) -> str:
+    """A big count with separators (``262144`` -> "262,144"); other values unchanged."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "—" if value is None else str(value)
+    return f"{value:,.0f}"

@@ -118,3 +118,25 @@ def test_rule_and_kb_pages_show_sources_not_seed_files(client, role_user):
                      html)
     listing = _visible(client.get("/kb/").content.decode())
     assert "seed:" not in listing and "known_issue" not in listing and "Known issue" in listing
+
+
+@pytest.mark.django_db
+def test_latency_charts_are_in_ms_and_token_counts_have_separators(client, role_user,
+                                                                     demo_fleet):
+    import json
+
+    client.force_login(role_user("viewer"))
+    tpot_points, contexts = [], []
+    for host in demo_fleet["hosts"]:
+        html = client.get(f"/hosts/{host.code}/").content.decode()
+        data = json.loads(html.split('id="chart-data" type="application/json">', 1)[1]
+                          .split("</script>", 1)[0])
+        for chart in data["charts"]:
+            if chart["id"].endswith(("-ttft", "-tpot")):
+                assert chart["unit"] == "ms"
+            if chart["id"].endswith("-tpot"):
+                tpot_points += [p[1] for ds in chart["datasets"] for p in ds["data"]
+                                if p[1] is not None]
+        contexts += re.findall(r"native context ([\d,]+) tokens", _visible(html))
+    assert tpot_points and min(tpot_points) > 1  # 17.5 ms, not 0.0175
+    assert contexts and all("," in c for c in contexts if int(c.replace(",", "")) >= 1000)
