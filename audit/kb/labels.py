@@ -223,7 +223,7 @@ def evidence_label(key: str) -> str:
 
 def number(value: float, digits: int = 4) -> str:
     """A float with up to ``digits`` significant digits and never an exponent
-    (``2.473e-06`` -> "0.000002473", ``1234.5678`` -> "1234.6")."""
+    (``2.473e-06`` -> "0.000002473", ``1234.5678`` -> "1235", ``0.12345`` -> "0.1235")."""
     if value == 0 or not math.isfinite(value):
         return str(value if math.isfinite(value) else "n/a")
     places = max(0, digits - 1 - math.floor(math.log10(abs(value))))
