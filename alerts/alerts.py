@@ -37,6 +37,7 @@ from django.utils import timezone
 from alerts.models import AlertChannel, AlertThrottle, Delivery, Trigger
 from alerts.transports import AlertItem, AlertMessage, FindingRef
 from audit.crashloop import CRASH_LOOP_RULE_ID
+from audit.kb.labels import label
 from audit.models import SEVERITY_ORDER, Finding, FindingEvent, Rule
 from fleet.models import Host
 
@@ -252,11 +253,6 @@ def rules_for(events: Iterable[FindingEvent]) -> dict[str, Rule | None]:
 
 # --- messages ----------------------------------------------------------------------
 
-_NOUNS = {Trigger.RISKY_UPGRADE: "Risky upgrade", Trigger.NEW_FINDING: "New finding",
-          Trigger.RESOLVED: "Resolved", Trigger.METRIC_ALARM: "Live-metric alarm",
-          Trigger.HOST_SILENT: "Host stopped reporting", Trigger.TEST: "Test message",
-          Trigger.KNOWLEDGE_BASE: "Knowledge base"}
-
 
 def build_message(trigger: str, items: list[AlertItem], delivery: uuid.UUID,
                   channel: AlertChannel, now: datetime) -> AlertMessage:
@@ -264,7 +260,7 @@ def build_message(trigger: str, items: list[AlertItem], delivery: uuid.UUID,
     items = sorted(items, key=lambda i: (-SEVERITY_ORDER.get(i.severity, 0), i.host, i.server))
     severity = items[0].severity if items else "info"
     hosts = sorted({i.host for i in items})
-    noun = _NOUNS.get(trigger, trigger)
+    noun = label(trigger)  # one mapping for pages, email and Slack (audit/kb/labels.py)
     if len(items) == 1:
         title = f"{noun} on {items[0].host}: {items[0].headline}"
         summary, url = items[0].detail or items[0].headline, items[0].host_url

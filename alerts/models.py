@@ -22,6 +22,7 @@ from django.db import models
 from django.utils import timezone
 
 from alerts.transports import Transport, get_transport, transport_choices
+from audit.kb.labels import label
 from audit.models.findings import SEVERITY_ORDER, FindingEvent, Severity
 
 
@@ -102,6 +103,11 @@ class AlertChannel(models.Model):
             self.secret = new_secret()
 
     @property
+    def trigger_labels(self) -> list[str]:
+        """The triggers this channel hears, in words ("Risky upgrade", ...)."""
+        return [label(t) for t in self.triggers or []]
+
+    @property
     def is_failing(self) -> bool:
         return self.failing_since is not None
 
@@ -178,6 +184,11 @@ class Delivery(models.Model):
     def is_final(self) -> bool:
         return self.status in (self.Status.SENT, self.Status.FAILED,
                                self.Status.PERMANENT_FAILURE)
+
+    @property
+    def trigger_label(self) -> str:
+        """Why this message was sent, in words ("Risky upgrade")."""
+        return label(self.trigger)
 
     @property
     def title(self) -> str:

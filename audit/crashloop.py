@@ -20,6 +20,7 @@ a report no longer lists the failed start.
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -151,7 +152,8 @@ def _evidence(server: Server, state: dict[str, Any], restarts: int,
     lines = entry.get("lines") or []
     return {"failed_start": True, "source": entry.get("source"),
             "unit_or_container": entry.get("unit_or_container"),
-            "argv": " ".join(entry.get("argv") or [])[:2000],
+            # shlex-quoted: agent data shown on pages must paste as the literal argv only
+            "argv": shlex.join(str(t) for t in entry.get("argv") or [])[:2000],
             "image": entry.get("image"), "restart_count": entry.get("restart_count"),
             "exit_code": entry.get("exit_code"), "state": entry.get("state"),
             "last_exit_at": entry.get("last_exit_at"), "first_failed_at": state.get("first_seen"),

@@ -99,7 +99,10 @@ def server_series(server_ids: list[int], start: datetime, window_s: int,
     grouped: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
         grouped[row["server_id"]].append(row)
-    scale = {"kv_cache_usage": 100.0, "spec_acceptance_rate": 100.0}
+    # Fractions as %, latencies as ms (issue 13: a TPOT of 0.0175 s reads as 17.5 ms, and
+    # sub-millisecond values survive the 4-decimal rounding of _series).
+    scale = {"kv_cache_usage": 100.0, "spec_acceptance_rate": 100.0, "ttft_p50_s": 1000.0,
+             "ttft_p99_s": 1000.0, "tpot_p50_s": 1000.0, "tpot_p99_s": 1000.0}
     return {sid: {k: _series(r, k, bucket, gap, scale.get(k, 1.0)) for k in METRIC_AGGREGATES}
             for sid, r in grouped.items()}
 
@@ -128,9 +131,9 @@ SERVER_CHARTS: tuple[tuple[str, str, str, list[tuple[str, str]], tuple[str, ...]
      ("requests_running", "requests_waiting")),
     ("throughput", "Generation throughput", "tok/s",
      [("generation_tps", "generation"), ("prompt_tps", "prompt")], ("generation_tokens",)),
-    ("ttft", "Time to first token", "s", [("ttft_p50_s", "p50"), ("ttft_p99_s", "p99")],
+    ("ttft", "Time to first token", "ms", [("ttft_p50_s", "p50"), ("ttft_p99_s", "p99")],
      ("ttft",)),
-    ("tpot", "Time per output token", "s", [("tpot_p50_s", "p50"), ("tpot_p99_s", "p99")],
+    ("tpot", "Time per output token", "ms", [("tpot_p50_s", "p50"), ("tpot_p99_s", "p99")],
      ("tpot",)),
     ("spec", "Draft acceptance rate", "%", [("spec_acceptance_rate", "acceptance")],
      ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")),

@@ -151,7 +151,6 @@ def finding_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
                .exclude(pk=finding.pk).order_by("-first_seen")[:20])
     return render(request, "front/findings_detail.html", {
         "finding": finding, "events": events, "earlier": earlier,
-        "evidence": json.dumps(finding.evidence, indent=2, sort_keys=True, default=str),
         "can_operate": can(request.user, "acknowledge"),
         "ack_form": AcknowledgeForm(), "silence_form": SilenceForm(),
     })
@@ -287,12 +286,6 @@ def _mirror() -> list[Rule]:
     return rules or unsaved_rules()
 
 
-def short_reference(url: str) -> str:
-    """``https://github.com/vllm-project/vllm/issues/123`` -> ``vllm#123``; else unchanged."""
-    m = re.match(r"https://github\.com/[^/]+/([^/]+)/(?:issues|pull)/(\d+)", url)
-    return f"{m.group(1)}#{m.group(2)}" if m else url
-
-
 @login_required
 def kb_list(request: HttpRequest) -> HttpResponse:
     """Every rule with severity, kind, references, freshness and where it fires now, plus
@@ -316,8 +309,7 @@ def kb_list(request: HttpRequest) -> HttpResponse:
     old = kb_status.predates_release(mirror, kb.verified_through)
     upstream = kb_status.upstream_changes(mirror)
     rows = [{"rule": r, "firing": firing.get(r.rule_id, 0), "hits": hits.get(r.rule_id, []),
-             "stale": r.rule_id in old, "upstream": upstream.get(r.rule_id, []),
-             "refs": [(u, short_reference(str(u))) for u in r.references or []]}
+             "stale": r.rule_id in old, "upstream": upstream.get(r.rule_id, [])}
             for r in rules]
     kb = current_knowledge_base()
     return render(request, "front/kb_list.html", {
@@ -346,7 +338,6 @@ def kb_rule(request: HttpRequest, rule_id: str) -> HttpResponse:
         "rule": rule, "page": page, "verified_through": verified_through,
         "stale": rule.rule_id in kb_status.predates_release([rule], verified_through),
         "upstream": kb_status.upstream_changes([rule]).get(rule.rule_id, []),
-        "refs": [(u, short_reference(str(u))) for u in rule.references or []],
     })
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import template
 from django.utils.html import format_html
 
+from audit.kb import labels
 from audit.kb.sources import describe
 
 register = template.Library()
@@ -12,10 +13,12 @@ register = template.Library()
 
 @register.filter
 def reference(ref: str) -> str:
-    """A rule reference as HTML: a link for a URL, the recipe title and section for a seed."""
+    """A rule reference as HTML: a link named by its source and number ("vllm issue #123",
+    the URL in the title) for a URL, the recipe title and section for a seed."""
     shown = describe(str(ref))
     if shown.url:
-        return format_html('<a href="{}" rel="noopener noreferrer">{}</a>', shown.url, shown.text)
+        return format_html('<a href="{}" rel="noopener noreferrer" title="{}">{}</a>',
+                           shown.url, shown.url, shown.text)
     return format_html('<span class="muted">{}</span>', shown.text)
 
 
@@ -33,3 +36,15 @@ def placeholders_as_words(text: str) -> str:
         return f"‹{words.get(name, 'the ' + name.replace('_', ' '))}›"
 
     return re.sub(r"\{([a-z_][a-z0-9_]*)(?:![rsa])?(?::[^{}]*)?\}", word, str(text))
+
+
+@register.filter
+def label(name: str) -> str:
+    """A finding kind or alert trigger in words (``known_issue`` -> "Known issue")."""
+    return labels.label(str(name))
+
+
+@register.filter
+def evidence_rows(evidence: dict | None) -> list[tuple[str, str, str]]:
+    """A finding's evidence as ``[(key, label, value text)]`` (audit/kb/labels.py)."""
+    return labels.evidence_rows(evidence if isinstance(evidence, dict) else {})

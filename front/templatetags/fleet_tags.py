@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import shlex
+from datetime import UTC, datetime
 
 from django import template
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
 
 register = template.Library()
 
@@ -42,3 +46,31 @@ def shell_words(argv: list | None) -> str:
     """An argv list (agent data) as one POSIX shell line, each token through
     :func:`shlex.quote`, so pasting it runs nothing it quotes (``$(…)``, backticks, ``;``)."""
     return " ".join(shlex.quote(str(token)) for token in argv or [])
+
+
+@register.filter
+def when(value: datetime | str | None) -> str:
+    """A time (datetime, or an ISO string from an agent) as local readable time and age:
+    ``<time datetime=ISO title=ISO>2026-12-01 10:52 UTC · 3 min ago</time>``; "unknown"
+    when missing, the text itself (escaped) when it is not a time."""
+    if value in (None, ""):
+        return "unknown"
+    at = value if isinstance(value, datetime) else parse_datetime(str(value))
+    if at is None:
+        return str(value)
+    if timezone.is_naive(at):
+        at = timezone.make_aware(at, UTC)
+    local = timezone.localtime(at)
+    age = int((timezone.now() - at).total_seconds())
+    relative = ago(age) if age >= 0 else "in the future"
+    iso = at.replace(microsecond=0).isoformat()
+    return format_html('<time datetime="{}" title="{}">{} · {}</time>', iso, iso,
+                       local.strftime("%Y-%m-%d %H:%M %Z"), relative)
+
+
+@register.filter
+def count(value: object) -> str:
+    """A big count with separators (``262144`` -> "262,144"); other values unchanged."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "—" if value is None else str(value)
+    return f"{value:,.0f}"

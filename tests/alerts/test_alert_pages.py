@@ -142,3 +142,18 @@ def test_a_slack_url_and_webhook_secret_are_masked_and_kept_on_save(admin_client
     hook.refresh_from_db()
     assert slack.destination == SLACK_URL
     assert hook.secret == "webhook-signing-secret-0123456789"
+
+
+def test_the_alert_pages_name_triggers_in_words_not_internal_names(admin_client):
+    """Issue 13: "Risky upgrade", never ``risky_upgrade``, in the channel list and the log."""
+    channel = ChannelFactory(name="ops mail", triggers=["risky_upgrade", "host_silent"])
+    Delivery.objects.create(channel=channel, trigger="risky_upgrade", group_key="u",
+                            message={"title": "Risky upgrade on gpu-1: 0.25.1 → 0.30.0"})
+
+    channels = admin_client.get("/alerts/").content.decode()
+    log = admin_client.get("/alerts/deliveries/").content.decode()
+
+    assert "Risky upgrade, Host stopped reporting" in channels
+    assert "<strong>Risky upgrade</strong>:" in log
+    for page in (channels, log):
+        assert "risky_upgrade" not in page and "host_silent" not in page

@@ -142,7 +142,7 @@ def test_a_max_model_len_above_the_engines_pool_is_the_39734_wedge(kb, tmp_path)
     report = _scenario(tmp_path, argv, "gemma-4-31b-it", "0.19.1", [H100])
     fired = _fired(kb, _with_engine_pool(report, 9000))  # 144000 tokens
     assert "mf-request-above-engine-kv-pool" in fired
-    assert "144000" in fired["mf-request-above-engine-kv-pool"].message
+    assert "144,000 tokens" in fired["mf-request-above-engine-kv-pool"].message
     report = _scenario(tmp_path, argv, "gemma-4-31b-it", "0.19.1", [H100])
     assert "mf-request-above-engine-kv-pool" not in _fired(kb, _with_engine_pool(report, 20000))
 

@@ -21,9 +21,9 @@ def test_a_seed_reference_reads_as_the_recipe_title_and_section() -> None:
                          "once\u201d")
 
 
-def test_a_url_stays_a_link() -> None:
+def test_a_url_stays_a_link_named_by_its_issue_number() -> None:
     url = "https://github.com/vllm-project/vllm/issues/1"
-    assert describe(url) == (url, url)
+    assert describe(url) == ("vllm issue #1", url)
 
 
 def test_every_seed_the_rules_cite_has_a_title_and_is_in_the_repository() -> None:

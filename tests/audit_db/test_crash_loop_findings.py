@@ -256,3 +256,31 @@ def test_the_command_for_a_crash_fixed_later_targets_the_fixing_release(send):
               if (f.evidence or {}).get("failed_start")]
     assert KV["rule_id"] in causes
     assert past_fix(server, causes) is None
+
+
+def test_the_failed_command_is_shell_quoted_so_pasting_it_runs_only_the_argv(
+        send, client, django_user_model):
+    """Issue 13: agent data is hostile; the crashing command is shown with each token through
+    shlex.quote (page block and the finding's evidence), so ``$(…)``, backticks and ``;``
+    paste as literal text."""
+    import shlex
+
+    from fleet.access import set_role
+
+    argv = ["vllm", "serve", "m", "--served-model-name", "$(touch /tmp/pwned)", "a b; id",
+            "`reboot`"]
+    send(0, vllm_version="0.25.1", installed_vllm_version="0.25.1")
+    send(1, running=False, failed_starts=[{**failed(2, minutes=1), "argv": argv}])
+    user = django_user_model.objects.create_user("viewer-3")
+    set_role(user, "viewer")
+    client.force_login(user)
+    server = Server.objects.get(identity="port:8000")
+    page = client.get(f"/hosts/{server.host.code}/").content.decode()
+    block = page.split(f'id="failed-start-{server.pk}"', 1)[1].split("</section>", 1)[0]
+    shown = block.split("Command that failed", 1)[1].split("</pre>", 1)[0]
+    quoted = "vllm serve m --served-model-name &#x27;$(touch /tmp/pwned)&#x27; " \
+             "&#x27;a b; id&#x27; &#x27;`reboot`&#x27;"
+    assert quoted in shown
+    assert shlex.split(shlex.join(argv)) == argv  # what pasting gives back: the argv only
+    finding = Finding.objects.filter(server=server, evidence__failed_start=True).first()
+    assert finding is not None and finding.evidence["argv"] == shlex.join(argv)

@@ -222,7 +222,48 @@ def test_the_host_page_says_what_to_do_above_the_fold(page, live_server, seeded)
         assert box is not None and box["y"] < 300
         charts = page.locator("h2", has_text="Charts").bounding_box()
         assert charts["y"] > box["y"]
+        commands = page.locator("#what-to-do pre.cmd")
+        assert page.locator("#what-to-do button.copy").count() == commands.count()
+        for i in range(commands.count()):  # each command wraps inside the summary's box
+            cmd = commands.nth(i).bounding_box()
+            assert cmd["x"] + cmd["width"] <= box["x"] + box["width"]
         shot(page, f"host-what-to-do-{host.hostname}", full_page=False)
     page.goto(f"{live_server.url}/")
     bar = page.locator("form.filters").bounding_box()
     assert bar["width"] <= 1280
+
+
+def test_the_add_host_one_liner_stays_inside_its_box_with_a_copy_button(page, live_server,
+                                                                         seeded):
+    """Issue 13: the install one-liner wrapped past its box (and the page) on a laptop screen;
+    it now wraps inside the box, and Copy copies exactly the command."""
+    violations: list[str] = []
+    page.on("console", lambda msg: violations.append(msg.text)
+            if "Content Security Policy" in msg.text else None)
+    sign_in(page, live_server, "admin-user")
+    page.set_viewport_size({"width": 1024, "height": 800})
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"],
+                                   origin=live_server.url)
+    page.goto(f"{live_server.url}/agent/add-host/")
+    page.fill("input[name=name]", "rack 12 rollout")
+    page.click("text=Create a secret and show the command")
+    box = page.locator("#install-command")
+    box.wait_for()
+    shot(page, "add-host-one-liner", full_page=False)
+    fits = page.evaluate("""() => {
+        const pre = document.getElementById('install-command');
+        const r = pre.getBoundingClientRect();
+        return {scroll: pre.scrollWidth, client: pre.clientWidth, right: r.right,
+                page: document.documentElement.scrollWidth, view: window.innerWidth};
+    }""")
+    assert fits["scroll"] <= fits["client"] + 1, fits  # wrapped, nothing hidden sideways
+    assert fits["right"] <= fits["view"] and fits["page"] <= fits["view"], fits
+    button = page.locator("button[data-copy=install-command]")
+    button_box, pre_box = button.bounding_box(), box.bounding_box()
+    assert button_box["x"] + button_box["width"] <= fits["view"]
+    assert button_box["y"] < pre_box["y"] + pre_box["height"]  # beside the box, not below
+    button.click()
+    page.wait_for_function("() => document.querySelector("
+                           "'button[data-copy=install-command]').textContent === 'Copied'")
+    assert page.evaluate("navigator.clipboard.readText()") == box.inner_text()
+    assert violations == []
