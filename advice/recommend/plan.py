@@ -119,15 +119,17 @@ def _off_form(flag: str, opt: dict[str, Any]) -> str | None:
 def render_flag(key: str, value: Any, release: str) -> tuple[list[str], str | None]:
     """(argv tokens, why left out) for setting ``key`` = ``value`` on vLLM ``release``.
 
-    Tokens are [] when the value is None, equals the release's default, or cannot be
+    Tokens are [] when the value is None or [], equals the release's default, or cannot be
     written on that release; the reason is given only for the last case (the setting is
     not in the release's table, or a store_true flag would have to be turned off).
     """
-    if value is None:
+    if value is None or value == []:
         return [], None
     flag = vllm_tables.dest_index(release).get(key)
     if flag is None:
         return [], _absent(key, release)
+    if not flag.startswith("-"):
+        return [], None  # a positional (the model): render_argv writes it
     opt = vllm_tables.option(release, flag)
     if _same(value, opt.get("default")):
         return [], None
@@ -213,9 +215,8 @@ def render_argv(plan: Plan, port: int | None = None) -> list[str]:
     argv = ["vllm", "serve", str(plan.model)]
     for key in ordered_keys(values):
         tokens = render_value(key, values[key], release)
-        if key == "port" and port is not None and not tokens:
-            tokens = render_value(key, port, release) or [
-                vllm_tables.dest_index(release).get("port", "--port"), str(port)]
+        if key == "port" and port is not None and not tokens:  # the default port, pinned
+            tokens = [vllm_tables.dest_index(release).get("port", "--port"), str(port)]
         argv += tokens
     for token in plan.unknown:
         argv += token.split(" ", 1)

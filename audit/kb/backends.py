@@ -38,9 +38,10 @@ def _kv_dtypes(spec: dict[str, Any], version: str | None) -> list[str] | None:
 
 
 def problems(name: str, arch: dict[str, Any], cc: float | None, kv_dtype: str | None,
-             version: str | None) -> list[str]:
-    """Sourced limits of backend ``name`` that this model/GPU/KV dtype breaks."""
-    spec = backends().get(name)
+             version: str | None, table: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """Sourced limits of backend ``name`` that this model/GPU/KV dtype breaks (``table``:
+    :func:`backends`, read once by a caller that checks every backend)."""
+    spec = (table if table is not None else backends()).get(name)
     if spec is None:
         return []
     out = []
@@ -70,8 +71,9 @@ def attention_block(forced: Any, arch: dict[str, Any], cc: float | None,
     if not arch.get("known"):
         return out
     table = backends()
-    out["would_serve"] = [b for b in table if not problems(b, arch, cc, kv_dtype, version)]
+    out["would_serve"] = [b for b in table
+                          if not problems(b, arch, cc, kv_dtype, version, table)]
     if name and name in table:
-        out["problems"] = problems(name, arch, cc, kv_dtype, version)
+        out["problems"] = problems(name, arch, cc, kv_dtype, version, table)
         out["can_serve"] = not out["problems"]
     return out

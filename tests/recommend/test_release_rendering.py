@@ -121,6 +121,25 @@ def test_a_decided_flag_is_written_as_that_release_spells_it_or_left_out(
         assert not read.unknown and not read.errors
 
 
+def test_any_kept_operator_flag_is_written_only_in_a_form_its_release_accepts() -> None:
+    """Plans keep the operator's own flags too, so the property holds for every setting any
+    release has, on every release."""
+    every = sorted({dest for release in RELEASES for dest, e in _oracle(release).items()
+                    if e["flag"].startswith("-")})  # not the positional model
+    for release in RELEASES:
+        oracle = _oracle(release)
+        for key in every:
+            entry = oracle.get(key)
+            for value in _samples(entry) if entry else [True, "x_value"]:
+                tokens, note = render_flag(key, value, release)
+                if entry is None:
+                    assert tokens == [] and note, (key, release)
+                elif tokens:
+                    assert tokens[0] in entry["positive"] | entry["negative"], (key, release)
+                    read = parse_argv(["vllm", "serve", "m", *tokens], release).values
+                    assert read.get(key) == value, (key, release, tokens, read)
+
+
 def _empty_kb() -> KnowledgeBase:
     """No rule fires: the recommendation stays on the server's own release, so the command
     is written for the release the test names (what rules say is not this test's subject)."""
