@@ -108,8 +108,11 @@ def _try_version(plan: Plan, version: str, report: dict, server: dict, kb: Knowl
 
 def base_plan(server: dict[str, Any], ctx: dict[str, Any],
               gpus: list[dict[str, Any]]) -> Plan:
-    """Plan = the current argv as it stands (one replica on the server's GPUs)."""
-    parsed = parse_argv(server.get("argv") or [])
+    """Plan = the current argv as it stands (one replica on the server's GPUs), read with
+    the running release's table (a spelling can mean another setting in another release:
+    ``--disable-log-requests`` is its own switch up to 0.11, the off form of
+    ``--enable-log-requests`` in 0.33)."""
+    parsed = parse_argv(server.get("argv") or [], ctx["vllm"].get("table_release"))
     values = {k: v for k, v in parsed.values.items() if k not in ("model", "config")}
     plan = Plan(model=parsed.values.get("model"), values=values,
                 unknown=list(parsed.unknown), groups=[list(gpus)],

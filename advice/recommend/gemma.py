@@ -92,7 +92,7 @@ def utilisations(profile: str, ctx: dict[str, Any], unified: bool) -> list[tuple
                   data.recipe("PUSH")["source"])]
     if mm_traffic(ctx):
         memory = ctx["gpu"].get("memory_gib") or 0
-        small = data.OPS["limits"]["util_multimodal_small_card"]
+        small = data.ops()["limits"]["util_multimodal_small_card"]
         mm_cap = small["value"] if memory and memory <= small["max_card_gib"] \
             else data.limit("util_multimodal")
         first = [(min(u, mm_cap), data.source("limits", "util_multimodal")) for u, _ in first]

@@ -22,13 +22,17 @@ from advice.recommend.plan import (
     docker_argv,
     env_assignment,
     image_for,
+    left_out,
     ordered_keys,
     render_argv,
+    render_flag,
     shell_join,
+    target_release,
 )
 from audit.kb.engine import KnowledgeBase
 from audit.kb.flags import parse_argv
 from audit.kb.gpus import bandwidth_knee, lookup
+from audit.kb.vllm_tables import dest_index
 
 _H100_NAME = "NVIDIA H100 80GB HBM3"  # the seeds' measurement GPU (data/gpus.yaml row)
 
@@ -81,7 +85,7 @@ def server_result(server: dict, ctx: dict, profile: dict, outcome: Any,
     out["replicas"] = _replicas(plan)
     out["diff"] = diff(server, ctx, plan, outcome.contexts[0])
     out["expected"] = expected(ctx, plan, profile["profile"])
-    out["notes"] += plan.notes + arithmetic_notes(plan, outcome.contexts[0])
+    out["notes"] += plan.notes + left_out(plan) + arithmetic_notes(plan, outcome.contexts[0])
     image_note = image_for(plan)[1]
     if image_note:
         out["notes"].append(image_note + ".")
@@ -146,8 +150,11 @@ def _current(key: str, parsed_values: dict, ctx: dict) -> tuple[str, bool]:
 
 
 def diff(server: dict, ctx: dict, plan: Plan, rec_ctx: dict) -> list[dict[str, Any]]:
-    """One row per flag whose recommended value differs from the running one."""
-    parsed = parse_argv(server.get("argv") or []).values
+    """One row per flag whose recommended value differs from the running one, or that the
+    target release cannot take (the command leaves it out; the row says so). The running
+    argv is read with the running release's table, the flag named as the target spells it."""
+    parsed = parse_argv(server.get("argv") or [], ctx["vllm"].get("table_release")).values
+    release = target_release(plan)
     rows = []
     if plan.version != ctx["vllm"].get("version"):
         rows.append({"flag": "vLLM version", "current": str(ctx["vllm"].get("version")),
@@ -160,14 +167,24 @@ def diff(server: dict, ctx: dict, plan: Plan, rec_ctx: dict) -> list[dict[str, A
     for key in keys:
         rec = plan.values.get(key)
         cur_text, is_default = _current(key, parsed, ctx)
-        if not is_default and rec is not None and display(parsed[key]) == display(rec):
+        dropped = render_flag(key, rec, release)[1]
+        if dropped is None and _unchanged(key, rec, parsed, ctx, is_default):
             continue
-        if is_default and rec is None:
-            continue
-        if is_default and display(ctx["flags"].get(key)) == display(rec):
-            continue
-        rows.append(_row(key, cur_text, is_default, rec, plan, rec_ctx))
+        row = _row(key, cur_text, is_default, rec, plan, rec_ctx)
+        if dropped:
+            row["recommended"] = f"(left out: not writable on vLLM {release})"
+            row["reason"] = dropped if key not in plan.why else f"{row['reason']}; {dropped}"
+        row["flag"] = dest_index(release).get(key, row["flag"])
+        rows.append(row)
     return rows
+
+
+def _unchanged(key: str, rec: Any, parsed: dict, ctx: dict, is_default: bool) -> bool:
+    if not is_default and rec is not None and display(parsed[key]) == display(rec):
+        return True
+    if is_default and rec is None:
+        return True
+    return is_default and display(ctx["flags"].get(key)) == display(rec)
 
 
 def _row(key: str, cur_text: str, is_default: bool, rec: Any, plan: Plan,

@@ -4,6 +4,13 @@ A :class:`Plan` starts from the server's current argv (so the operator's own fla
 ``--served-model-name``, ``--port`` or ``--api-key`` survive) and is then changed flag by
 flag; every decided flag carries a :class:`Choice` (reason, references, and the
 "What was NOT measured" item when the value is extrapolated, R6).
+
+Values are keyed by vLLM setting (``dest``); the command is written with the table of the
+plan's target release (:func:`target_release`, ``audit/kb/data/vllm/<release>.json``): each
+flag spelled as that release spells it, left out when the value is that release's default,
+never written when that release lacks the setting (:func:`left_out` says so instead), and
+booleans in that release's form (``--x`` / ``--no-x``; a plain store_true flag has no off
+form).
 """
 
 from __future__ import annotations
@@ -14,7 +21,10 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from audit.kb.flags_defaults import KNOWN_FLAGS
+from packaging.version import Version
+
+from audit.kb import vllm_tables
+from audit.kb.flags_defaults import REMOVED_FLAGS
 
 # argv order: the flags operators read first come first.
 ORDER = (
@@ -81,26 +91,110 @@ class Plan:
         return value if isinstance(value, int) and value > 0 else 1
 
 
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
+def target_release(plan: Plan) -> str:
+    """The known release whose table writes ``plan``'s command: the nearest at or below
+    ``plan.version`` (:func:`audit.kb.vllm_tables.table_release`; newest when unknown)."""
+    return vllm_tables.table_release(plan.version)[0]
 
 
-def render_value(key: str, value: Any) -> list[str]:
-    """argv tokens for one flag (vLLM syntax, vllm-facts §4.1); [] when unset."""
-    kind = KNOWN_FLAGS.get(key)
-    if value is None:
-        return []
-    if isinstance(value, bool) or kind in ("bool", "flag"):
-        if value is True:
-            return [_flag(key)]
-        return ["--no-" + key.replace("_", "-")] if kind == "bool" and value is False else []
-    if isinstance(value, dict):
-        return [_flag(key), json.dumps(value, separators=(",", ":"))]
+def _same(value: Any, default: Any) -> bool:
+    """Whether ``value`` is the table's ``default`` (``True`` is not ``1``; ``0.9`` is
+    ``0.90``)."""
+    if isinstance(value, bool) or isinstance(default, bool):
+        return value is default
+    if isinstance(value, (int, float)) and isinstance(default, (int, float)):
+        return float(value) == float(default)
+    return value == default
+
+
+def _off_form(flag: str, opt: dict[str, Any]) -> str | None:
+    """The spelling that turns a boolean option off: ``--no-<flag>`` where the table lists
+    it (every BooleanOptionalAction option since 0.8.5), else the first other negative
+    (0.33's ``--disable-x``); None for a plain store_true flag."""
+    negatives = [n for n in opt.get("negative") or [] if "_" not in n]
+    preferred = "--no-" + flag[2:]
+    return preferred if preferred in negatives else (negatives[0] if negatives else None)
+
+
+def render_flag(key: str, value: Any, release: str) -> tuple[list[str], str | None]:
+    """(argv tokens, why left out) for setting ``key`` = ``value`` on vLLM ``release``.
+
+    Tokens are [] when the value is None or [], equals the release's default, or cannot be
+    written on that release; the reason is given only for the last case (the setting is
+    not in the release's table, or a store_true flag would have to be turned off).
+    """
+    if value is None or value == []:
+        return [], None
+    flag = vllm_tables.dest_index(release).get(key)
+    if flag is None:
+        return [], _absent(key, release)
+    if not flag.startswith("-"):
+        return [], None  # a positional (the model): render_argv writes it
+    opt = vllm_tables.option(release, flag)
+    if _same(value, opt.get("default")):
+        return [], None
+    if opt["takes"] == "none":
+        if value is True or (opt.get("const") is not None and value == opt["const"]):
+            return [flag], None
+        off = _off_form(flag, opt) if value is False else None
+        if off:
+            return [off], None
+        return [], (f"{flag} cannot be set to {display(value)} on vLLM {release} (a plain "
+                    "switch there): left out")
+    if opt["takes"] == "optional" and (value is True or value == opt.get("const")):
+        return [flag], None  # nargs='?': the bare flag stores its const
+    return [flag, *_value_tokens(value, opt, flag)], None
+
+
+def _value_tokens(value: Any, opt: dict[str, Any], flag: str) -> list[str]:
+    """The value after the flag, by the option's ``takes`` and ``type`` in the table."""
+    kind = str(opt.get("type") or "")
+    if isinstance(value, dict) or (isinstance(value, list) and kind.startswith("json")):
+        return [json.dumps(value, separators=(",", ":"))]
     if isinstance(value, list):
-        return [_flag(key), *[str(v) for v in value]] if value else []
+        if opt["takes"] == "many":
+            return [_scalar_text(v) for v in value]
+        if kind.startswith("append["):  # one value per occurrence of the flag
+            return [item for v in value for item in (flag, _scalar_text(v))][1:]
+        return [",".join(_scalar_text(v) for v in value)]
+    return [_scalar_text(value)]
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
-        return [_flag(key), f"{value:g}"]
-    return [_flag(key), str(value)]
+        return f"{value:g}"
+    return str(value)
+
+
+def _absent(key: str, release: str) -> str:
+    """Operator note for a setting ``release`` lacks: when it was removed or added, and the
+    sourced replacement (flags_defaults.REMOVED_FLAGS) when there is one."""
+    name = "--" + key.replace("_", "-")
+    having = vllm_tables.dest_releases(key)
+    text = f"{name} is not an option of vLLM {release}"
+    older = [r for r in having if Version(r) < Version(release)]
+    if having and len(older) == len(having):
+        text += f" (last in {having[-1]})"
+    elif having and not older:
+        text += f" (added in {having[0]})"
+    replacement = next((r[2] for r in REMOVED_FLAGS if r[0] == key), None)
+    text += ": left out of the command"
+    return text + (f"; use {replacement} instead" if replacement else "")
+
+
+def render_value(key: str, value: Any, release: str) -> list[str]:
+    """argv tokens for one setting on ``release`` (see :func:`render_flag`)."""
+    return render_flag(key, value, release)[0]
+
+
+def left_out(plan: Plan) -> list[str]:
+    """Why each setting of ``plan`` is missing from its command (the target release lacks
+    it, or cannot write the value), one operator note per setting, in argv order."""
+    release = target_release(plan)
+    notes = (render_flag(k, plan.values[k], release)[1] for k in ordered_keys(plan.values))
+    return [n for n in notes if n]
 
 
 def ordered_keys(values: dict[str, Any]) -> list[str]:
@@ -110,13 +204,20 @@ def ordered_keys(values: dict[str, Any]) -> list[str]:
 
 
 def render_argv(plan: Plan, port: int | None = None) -> list[str]:
-    """``vllm serve MODEL --flag value …`` for one replica (``port`` overrides --port)."""
+    """``vllm serve MODEL --flag value …`` for one replica, written for
+    :func:`target_release` (see the module docstring). ``port``: the replica's pinned port,
+    always written, even when it is the release's default (8000): replicas sharing a host
+    differ only by it, and the docker ``-p`` mapping names it."""
     values = dict(plan.values)
     if port is not None:
         values["port"] = port
+    release = target_release(plan)
     argv = ["vllm", "serve", str(plan.model)]
     for key in ordered_keys(values):
-        argv += render_value(key, values[key])
+        tokens = render_value(key, values[key], release)
+        if key == "port" and port is not None and not tokens:  # the default port, pinned
+            tokens = [vllm_tables.dest_index(release).get("port", "--port"), str(port)]
+        argv += tokens
     for token in plan.unknown:
         argv += token.split(" ", 1)
     return argv

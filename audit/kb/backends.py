@@ -16,10 +16,18 @@ from typing import Any
 import yaml
 
 from audit.kb.cel_functions import version_in
+from audit.kb.paths import load_data
 
-_DATA = Path(__file__).with_name("data") / "attention_backends.yaml"
-BACKENDS: dict[str, dict[str, Any]] = yaml.safe_load(_DATA.read_text(encoding="utf-8"))[
-    "backends"]
+
+def _parse(path: Path) -> dict[str, dict[str, Any]]:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))["backends"]
+
+
+def backends() -> dict[str, dict[str, Any]]:
+    """Backend name -> sourced limits, from the active KB's ``attention_backends.yaml`` (an
+    installed bundle's once one is; :func:`audit.kb.paths.load_data`). A missing file raises
+    FileNotFoundError naming it."""
+    return load_data("attention_backends.yaml", _parse)
 
 
 def _kv_dtypes(spec: dict[str, Any], version: str | None) -> list[str] | None:
@@ -30,9 +38,10 @@ def _kv_dtypes(spec: dict[str, Any], version: str | None) -> list[str] | None:
 
 
 def problems(name: str, arch: dict[str, Any], cc: float | None, kv_dtype: str | None,
-             version: str | None) -> list[str]:
-    """Sourced limits of backend ``name`` that this model/GPU/KV dtype breaks."""
-    spec = BACKENDS.get(name)
+             version: str | None, table: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """Sourced limits of backend ``name`` that this model/GPU/KV dtype breaks (``table``:
+    :func:`backends`, read once by a caller that checks every backend)."""
+    spec = (table if table is not None else backends()).get(name)
     if spec is None:
         return []
     out = []
@@ -61,8 +70,10 @@ def attention_block(forced: Any, arch: dict[str, Any], cc: float | None,
                            "would_serve": []}
     if not arch.get("known"):
         return out
-    out["would_serve"] = [b for b in BACKENDS if not problems(b, arch, cc, kv_dtype, version)]
-    if name and name in BACKENDS:
-        out["problems"] = problems(name, arch, cc, kv_dtype, version)
+    table = backends()
+    out["would_serve"] = [b for b in table
+                          if not problems(b, arch, cc, kv_dtype, version, table)]
+    if name and name in table:
+        out["problems"] = problems(name, arch, cc, kv_dtype, version, table)
         out["can_serve"] = not out["problems"]
     return out

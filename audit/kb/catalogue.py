@@ -27,12 +27,13 @@ from typing import Any
 import yaml
 
 from audit.kb.geometry import find_model, models_table
+from audit.kb.paths import load_data
 
-_DATA = Path(__file__).with_name("data") / "model_catalogue.yaml"
+Catalogue = tuple[dict[str, str], list[dict[str, Any]], list[tuple[re.Pattern, str]]]
 
 
-def _load() -> tuple[dict[str, str], list[dict[str, Any]], list[tuple[re.Pattern, str]]]:
-    data = yaml.safe_load(_DATA.read_text(encoding="utf-8"))
+def _parse(path: Path) -> Catalogue:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
     entries = data["models"]
     for row in entries:
         row["_re"] = [re.compile(p, re.IGNORECASE) for p in row["match"]]
@@ -40,7 +41,22 @@ def _load() -> tuple[dict[str, str], list[dict[str, Any]], list[tuple[re.Pattern
     return data["model_types"], entries, families
 
 
-MODEL_TYPES, CATALOGUE, FAMILY_PATTERNS = _load()
+def catalogue() -> Catalogue:
+    """(model_type -> family, catalogue entries, family name patterns) of the active KB's
+    ``model_catalogue.yaml`` (an installed bundle's once one is: :func:`audit.kb.paths.
+    load_data`, re-read when it changes). A missing file raises FileNotFoundError naming it."""
+    return load_data("model_catalogue.yaml", _parse)
+
+
+def _load_parsers(path: Path) -> dict[str, dict[str, list[str]]]:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def parsers() -> dict[str, dict[str, list[str]]]:
+    """The active KB's ``parsers.yaml``: {tool_call_parsers, reasoning_parsers} -> parser ->
+    families it serves (same loading as :func:`catalogue`)."""
+    return load_data("parsers.yaml", _load_parsers)
+
 _ARCH_HINTS = (("gemma4", "gemma4"), ("gemma3", "gemma3"), ("qwen3", "qwen3"),
                ("qwen2", "qwen2.5"), ("llama4", "llama4"), ("mllama", "mllama"),
                ("llama", "llama"), ("mixtral", "mixtral"), ("mistral", "mistral"),
@@ -55,8 +71,9 @@ def family_of_config(config: dict[str, Any]) -> tuple[str | None, str | None]:
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
     for label, value in (("model_type", config.get("model_type")),
                          ("text_config.model_type", text.get("model_type"))):
-        if isinstance(value, str) and value in MODEL_TYPES:
-            return MODEL_TYPES[value], f"config.json {label} {value}"
+        model_types = catalogue()[0]
+        if isinstance(value, str) and value in model_types:
+            return model_types[value], f"config.json {label} {value}"
     archs = config.get("architectures")
     for arch in archs[:8] if isinstance(archs, list) else []:
         squashed = str(arch).lower().replace("_", "")
@@ -83,7 +100,7 @@ def _row_by_layers(family: str, layers: int | None) -> dict[str, Any] | None:
 def catalogue_entry(*hints: str | None) -> dict[str, Any] | None:
     """First catalogue entry whose pattern matches a hint."""
     for hint in hints:
-        for row in CATALOGUE:
+        for row in catalogue()[1]:
             if hint and any(p.search(hint) for p in row["_re"]):
                 return row
     return None
@@ -92,7 +109,7 @@ def catalogue_entry(*hints: str | None) -> dict[str, Any] | None:
 def family_by_name(*hints: str | None) -> str | None:
     """Family from the catalogue's name patterns (no geometry)."""
     for hint in hints:
-        for pattern, family in FAMILY_PATTERNS:
+        for pattern, family in catalogue()[2]:
             if hint and pattern.search(hint):
                 return family
     return None
@@ -158,9 +175,6 @@ def _refine(out: dict[str, Any], family: str, how: str, config: dict[str, Any],
     out.update(family=family, family_source=how)
 
 
-_PARSERS = yaml.safe_load((_DATA.with_name("parsers.yaml")).read_text(encoding="utf-8"))
-
-
 def parser_block(family: str | None, decided: bool, tool: Any, reasoning: Any
                  ) -> dict[str, Any]:
     """``model.parsers``: for each family-specific parser in use (``data/parsers.yaml``),
@@ -172,7 +186,7 @@ def parser_block(family: str | None, decided: bool, tool: Any, reasoning: Any
     base = family.split("-")[0] if family.startswith(("gemma", "glm4-")) else family
     for key, flag, value in (("tool_fits", "--tool-call-parser", tool),
                              ("reasoning_fits", "--reasoning-parser", reasoning)):
-        table = _PARSERS["tool_call_parsers" if key == "tool_fits" else "reasoning_parsers"]
+        table = parsers()["tool_call_parsers" if key == "tool_fits" else "reasoning_parsers"]
         fits = table.get(str(value)) if isinstance(value, str) else None
         if fits is None:
             continue

@@ -13,13 +13,13 @@ Every value carries a source: ``meta["source"][key]`` in {"argv", "default", "de
 from __future__ import annotations
 
 import math
-from functools import cache
 from typing import Any
 
 from packaging.version import Version
 
 from audit.kb.flags import ParsedArgv, not_accepted
 from audit.kb.flags_defaults import REMOVED_FLAGS
+from audit.kb.paths import per_kb
 from audit.kb.versions import version_tuple
 from audit.kb.vllm_tables import batch_defaults_for, releases, table, table_release
 
@@ -196,7 +196,7 @@ def effective_flags(parsed: ParsedArgv, version: str | None, gpu_memory_gib: flo
 _MAX_FLAG_NUMBER = 2**63
 
 
-@cache
+@per_kb
 def _numeric_dests(release: str) -> frozenset[str]:
     """Option dests whose table type is a number (``int…`` or ``float``) in ``release``."""
     return frozenset(o["dest"] for o in table(release)["options"].values()

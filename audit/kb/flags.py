@@ -27,9 +27,9 @@ from typing import Any
 from audit.kb.vllm_tables import (
     Spelling,
     acceptance,
-    option,
     releases,
     spelling_index,
+    table,
     union_index,
 )
 
@@ -273,22 +273,44 @@ def _normal_name(name: str) -> tuple[str, str | None]:
     return name, dotted
 
 
-def _lookup(name: str, release: str) -> tuple[Spelling, str, bool] | None:
-    """(spelling, release whose table defines it, accepted by ``release``) or None."""
-    entry = spelling_index(release).get(name)
+@dataclass(frozen=True)
+class _Tables:
+    """The indexes one parse reads, looked up once per argv (each lookup checks which KB
+    bundle is active): ``own`` = :func:`spelling_index` of ``release``, ``union`` =
+    :func:`union_index`."""
+
+    release: str
+    own: dict[str, Spelling]
+    union: dict[str, tuple[str, Spelling]]
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, release: str) -> _Tables:
+        return cls(release, spelling_index(release), union_index())
+
+    def option(self, release: str, flag: str) -> dict[str, Any]:
+        """:func:`audit.kb.vllm_tables.option`, each release's table looked up once."""
+        if release not in self.options:
+            self.options[release] = table(release)["options"]
+        return self.options[release][flag]
+
+
+def _lookup(name: str, tables: _Tables) -> tuple[Spelling, str, bool] | None:
+    """(spelling, release whose table defines it, accepted by ``tables.release``) or None."""
+    entry = tables.own.get(name)
     if entry is not None:
-        return entry, release, True
-    hit = union_index().get(name)
+        return entry, tables.release, True
+    hit = tables.union.get(name)
     return (hit[1], hit[0], False) if hit else None
 
 
-def _attached_short(token: str, release: str) -> tuple[str, str] | None:
+def _attached_short(token: str, tables: _Tables) -> tuple[str, str] | None:
     """``-O3`` -> (``-O`` spelling, "3"): a one-letter short option with its value attached.
     ``-O`` is ``--optimization-level`` where no table alias claims it (vLLM rewrites it)."""
     if len(token) > 2 and token[1].isalpha() and not token.startswith("--") \
             and "=" not in token and "." not in token:
         short = token[:2]
-        if short in spelling_index(release) or short == "-O" or short in union_index():
+        if short in tables.own or short == "-O" or short in tables.union:
             return short, token[2:]
     return None
 
@@ -328,38 +350,38 @@ def _read_dotted(parsed: ParsedArgv, key: str, path: str, raw: str) -> None:
     parsed.values[key] = target
 
 
-def _resolve(token: str, release: str) -> tuple[Any, str | None, str | None, str]:
+def _resolve(token: str, tables: _Tables) -> tuple[Any, str | None, str | None, str]:
     """Token -> (lookup hit or None, dotted path, inline value, spelling as normalised).
     A whole spelling (``-tp``) wins over a one-letter option with its value attached."""
     name, inline = token.split("=", 1) if "=" in token else (token, None)
     name, dotted = _normal_name(name)
-    hit = _lookup(name, release)
+    hit = _lookup(name, tables)
     if hit is None and name == "-O":
-        hit = _optimization_level(release)
-    attached = _attached_short(token, release) if hit is None else None
+        hit = _optimization_level(tables)
+    attached = _attached_short(token, tables) if hit is None else None
     if attached is not None:
         short, value = attached
-        own = spelling_index(release).get(short)
-        hit = (own, release, True) if own else None
+        own = tables.own.get(short)
+        hit = (own, tables.release, True) if own else None
         if hit is None:
-            hit = _optimization_level(release) if short == "-O" else _lookup(short, release)
+            hit = _optimization_level(tables) if short == "-O" else _lookup(short, tables)
         return hit, None, value, short
     return hit, dotted, inline, name
 
 
-def _optimization_level(release: str) -> tuple[Spelling, str, bool] | None:
-    return _lookup("--optimization-level", release)
+def _optimization_level(tables: _Tables) -> tuple[Spelling, str, bool] | None:
+    return _lookup("--optimization-level", tables)
 
 
-def _read_option(parsed: ParsedArgv, tokens: list[str], index: int, release: str) -> int:
+def _read_option(parsed: ParsedArgv, tokens: list[str], index: int, tables: _Tables) -> int:
     """Read the option at ``tokens[index]``; return the index of the next unread token."""
     token = tokens[index]
-    hit, dotted, inline, name = _resolve(token, release)
+    hit, dotted, inline, name = _resolve(token, tables)
     if hit is None:
         parsed.unknown.append(token)  # never swallows: no table says it takes a value
         return index + 1
     entry, table_release, accepted = hit
-    opt = option(table_release, entry.flag)
+    opt = tables.option(table_release, entry.flag)
     parsed.used.append({"spelling": name, "flag": entry.flag, "dest": entry.dest,
                         "accepted": accepted, "defined_in": table_release})
     if entry.negative:
@@ -450,12 +472,13 @@ def parse_argv(argv: list[str] | None, release: str | None = None) -> ParsedArgv
     parsed = ParsedArgv(release=release or releases()[-1])
     tokens = _split_launcher([str(t) for t in (argv or [])], parsed)
     positional: list[str] = []
+    tables = _Tables.of(parsed.release)
     index = 0
     while index < len(tokens):
         token = tokens[index]
         if token.startswith("-") and len(token) > 1 and not _is_placeholder(token) \
                 and not re.fullmatch(r"-\d+(\.\d+)?", token):
-            index = _read_option(parsed, tokens, index, parsed.release)
+            index = _read_option(parsed, tokens, index, tables)
         else:
             positional.append(token)
             index += 1

@@ -50,9 +50,6 @@ def _load() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return load_data("models.yaml", _parse)
 
 
-MODELS, DRAFTERS = _load()
-
-
 def models_table() -> list[dict[str, Any]]:
     """The model rows of the active KB (an installed bundle's once one is; cached by
     :func:`audit.kb.paths.load_data` until the file changes), not the import-time copy."""

@@ -32,9 +32,6 @@ def _load() -> list[dict[str, Any]]:
     return load_data("templates.yaml", _parse)
 
 
-KNOWN_TEMPLATES = _load()
-
-
 def active_rows() -> list[dict[str, Any]]:
     """The active KB's template rows (follows an installed bundle), not the import-time copy."""
     return _load()

@@ -1,30 +1,37 @@
 """vLLM releases as data: the shipped per-release tables and what they answer.
 
 Tables live in ``audit/kb/data/vllm/<release>.json`` (written by ``manage.py vllm_extract``;
-format in :mod:`audit.kb.vllm_extract.build`). This module loads them once and answers:
+format in :mod:`audit.kb.vllm_extract.build`), or in the ``data/vllm/`` of an installed KB
+bundle: they are read through :func:`audit.kb.paths.load_data` and every index over them is
+memoised per active KB (:func:`audit.kb.paths.per_kb`), so a bundle's tables apply as soon
+as it is installed. This module answers:
 
 * :func:`table_release` — the known release whose table applies to a reported version (the
   nearest release at or below it: ``0.29.1rc1.dev339`` -> ``0.29.0``);
 * :func:`spelling_index` — every accepted spelling of a release -> (option, polarity);
 * :func:`batch_defaults_for` — the ``get_batch_defaults()`` branch a GPU falls in;
-* :func:`accepting_releases` — which known releases accept an option (removed / added when).
+* :func:`accepting_releases` — which known releases accept an option (removed / added when);
+* :func:`dest_index` / :func:`dest_releases` — how a release spells a setting, and which
+  releases have it (the recommended command is written with these).
 
-A missing or unreadable table directory raises ``FileNotFoundError`` at first use.
+A missing table directory (or a missing table file) raises ``FileNotFoundError`` naming it
+at first use, never at import.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from audit.kb.paths import BUILTIN_DATA_DIR, kb_data_file, load_data, per_kb
 from audit.kb.vllm_extract.conditions import evaluate
 
-TABLE_DIR = Path(__file__).resolve().parent / "data" / "vllm"
+#: The shipped tables (the built-in KB); readers use :func:`table_dir` (the active KB's).
+TABLE_DIR = BUILTIN_DATA_DIR / "vllm"
 
 
 @dataclass(frozen=True)
@@ -37,21 +44,32 @@ class Spelling:
     negative: bool
 
 
-@cache
+@per_kb
+def table_dir() -> Path:
+    """``data/vllm`` of the active KB (an installed bundle's, else the shipped one)."""
+    return kb_data_file("vllm")
+
+
+@per_kb
 def releases() -> tuple[str, ...]:
     """Known releases, oldest first. Raises FileNotFoundError when none is shipped."""
-    found = sorted((p.stem for p in TABLE_DIR.glob("*.json")), key=Version)
+    folder = table_dir()
+    found = sorted((p.stem for p in folder.glob("*.json")), key=Version)
     if not found:
-        raise FileNotFoundError(f"no vLLM release tables in {TABLE_DIR}")
+        raise FileNotFoundError(f"no vLLM release tables (vllm/<release>.json) in {folder}")
     return tuple(found)
 
 
-@cache
+def _parse_table(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@per_kb
 def table(release: str) -> dict[str, Any]:
     """The table of one known release (KeyError for an unknown one)."""
     if release not in releases():
         raise KeyError(f"no table for vLLM {release}")
-    return json.loads((TABLE_DIR / f"{release}.json").read_text())
+    return load_data(f"vllm/{release}.json", _parse_table)
 
 
 def _version(text: str | None) -> Version | None:
@@ -83,7 +101,7 @@ def table_release(version: str | None) -> tuple[str, str]:
     return release, f"{version} → rules and defaults of {release}"
 
 
-@cache
+@per_kb
 def spelling_index(release: str) -> dict[str, Spelling]:
     """Every spelling ``release`` accepts -> :class:`Spelling`."""
     index: dict[str, Spelling] = {}
@@ -95,7 +113,7 @@ def spelling_index(release: str) -> dict[str, Spelling]:
     return index
 
 
-@cache
+@per_kb
 def union_index() -> dict[str, tuple[str, Spelling]]:
     """Spellings of every known release -> (newest release accepting it, Spelling)."""
     found: dict[str, tuple[str, Spelling]] = {}
@@ -105,12 +123,25 @@ def union_index() -> dict[str, tuple[str, Spelling]]:
     return found
 
 
+@per_kb
+def dest_index(release: str) -> dict[str, str]:
+    """Setting (``dest``, e.g. ``enable_prefix_caching``) -> the primary flag ``release``
+    spells it with (``--enable-prefix-caching``); settings it lacks are absent."""
+    return {opt["dest"]: flag for flag, opt in table(release)["options"].items()}
+
+
+@per_kb
+def dest_releases(dest: str) -> tuple[str, ...]:
+    """Known releases that have the setting ``dest``, oldest first."""
+    return tuple(r for r in releases() if dest in dest_index(r))
+
+
 def option(release: str, flag: str) -> dict[str, Any]:
     """The option entry of ``flag`` in ``release`` (KeyError when absent)."""
     return table(release)["options"][flag]
 
 
-@cache
+@per_kb
 def accepting_releases(spelling: str) -> tuple[str, ...]:
     """Known releases that accept ``spelling``, oldest first."""
     return tuple(r for r in releases() if spelling in spelling_index(r))

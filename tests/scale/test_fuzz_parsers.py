@@ -33,9 +33,8 @@ from hypothesis import strategies as st
 
 from audit.kb.effective import effective_flags
 from audit.kb.flags import ParsedArgv, parse_argv
-from audit.kb.flags_defaults import KNOWN_FLAGS, SHORT_ALIASES
 from audit.kb.metrics import MAX_ERRORS, MetricSnapshot, parse, window
-from audit.kb.vllm_tables import releases, table
+from audit.kb.vllm_tables import releases, table, union_index
 from demo.paths import capture_paths, report_paths
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "1000"))
@@ -78,11 +77,11 @@ VERSIONS = [None, "0.5.1", "0.8.2", "0.10.1.dev101+gbda9d0535", "0.25.1", "0.29.
 
 def option_names() -> st.SearchStrategy[str]:
     """A known option in one of vLLM's spellings (dashes, underscores, alias, --no-)."""
-    known = st.sampled_from(sorted(KNOWN_FLAGS))
+    known = st.sampled_from(sorted({entry.dest for _, entry in union_index().values()}))
     spelled = st.tuples(known, st.sampled_from(["-", "_"])).map(lambda t: t[0].replace("_", t[1]))
     return st.one_of(
         spelled.map(lambda n: f"--{n}"), spelled.map(lambda n: f"--no-{n}"),
-        st.sampled_from(sorted(SHORT_ALIASES)).map(lambda a: f"-{a}"),
+        st.sampled_from(sorted(s for s in union_index() if not s.startswith("--"))),
         st.sampled_from(["-O3", "--speculative-config.method", "--compilation-config.level",
                          "--unknown-flag", "--", "-"]),
         st.text(min_size=1, max_size=12).map(lambda t: f"--{t}"))
