@@ -6,7 +6,8 @@
 :class:`~demo.emulator.Emulator` per server. Each node's emulators bind the
 server's own port on a loopback address of their own (``127.0.1.N``), so two nodes can
 both serve port 8000 and the dashboard sees ``port:8000`` as on a real node; where that
-address cannot be bound (non-Linux loopback), a free port on 127.0.0.1 is used.
+address is taken on that port, a few random 127.128.0.0/9 addresses are tried, and where
+none can be bound (non-Linux loopback), a free port on 127.0.0.1 is used.
 The agent reaches a server through a ``[[servers]] match_port`` override, the
 documented way to point the agent at a server behind NAT or a proxy.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 import zlib
@@ -60,6 +62,11 @@ def cache_labels(server: ServerSpec) -> dict[str, str]:
               "kv_cache_size_tokens": "None", "num_gpu_blocks": "None",
               "kv_cache_max_concurrency": "None"}
     return {**labels, **dict(server.cache)}
+
+
+#: Other loopback addresses (random, in 127.128.0.0/9, away from the nodes' 127.0.x.y) tried
+#: for a server's port when the node's own address is taken on it.
+SPARE_LOOPBACK_TRIES = 8
 
 
 def loopback_address(index: int) -> str:
@@ -117,12 +124,22 @@ class SimNode:
         return running
 
     def _listen(self, behaviour: Behaviour, port: int) -> Emulator:
-        try:
-            return Emulator(behaviour, loopback_address(self.index), port)
-        except OSError as exc:
-            log.info("%s: cannot bind %s:%d (%s); using a free port on 127.0.0.1",
-                     self.spec.hostname, loopback_address(self.index), port, exc)
-            return Emulator(behaviour, "127.0.0.1", 0)
+        # The server's own port keeps its slot on the dashboard (``port:8000``; a failed
+        # start is put on the slot of its argv port), so when the node's address is taken
+        # on that port (another simulator on this machine, an emulator still closing) a
+        # few other loopback addresses are tried before a free port on 127.0.0.1.
+        rng = random.Random()
+        spares = [f"127.{rng.randint(128, 254)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
+                  for _ in range(SPARE_LOOPBACK_TRIES)]
+        error: OSError | None = None
+        for address in (loopback_address(self.index), *spares):
+            try:
+                return Emulator(behaviour, address, port)
+            except OSError as exc:
+                error = error or exc
+        log.info("%s: cannot bind %s:%d (%s); using a free port on 127.0.0.1",
+                 self.spec.hostname, loopback_address(self.index), port, error)
+        return Emulator(behaviour, "127.0.0.1", 0)
 
     def replace_server(self, server: ServerSpec, at: float) -> RunningServer:
         """The server exits and starts again as ``server`` (new pid, start time ``at``)."""

@@ -157,6 +157,18 @@ class FleetSim:
         """Unix time ``event`` happens at."""
         return self.epoch + event.at_s / self.speed
 
+    def skip_ahead(self, seconds: float) -> None:
+        """Jump the story ``seconds`` ahead: the epoch moves back (kept in ``epoch.json``,
+        so a re-run agrees), every event falls due that much earlier and the next round
+        applies the due ones, dated at their now past time.
+
+        Tests drive the story with it instead of sleeping until an event's wall-clock time:
+        an event a few seconds after the epoch would otherwise race the fleet's own start-up
+        (emulators, enrollment), which takes longer than that on a loaded machine.
+        """
+        self.epoch -= max(0.0, seconds)
+        (self.base / "epoch.json").write_text(json.dumps({"epoch": self.epoch}))
+
     def settle(self, now: float) -> None:
         """Switch to :data:`STEADY_INTERVAL_S` once the timeline is over (final state held)."""
         last = max((e.at_s for e in self.timeline), default=0.0)

@@ -90,7 +90,7 @@ def _put(spool: Spool, n: int) -> list[str]:
     return ids
 
 
-def _wait(predicate, timeout: float = 30.0) -> None:
+def _wait(predicate, timeout: float = 120.0) -> None:
     end = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > end:

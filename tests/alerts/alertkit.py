@@ -209,7 +209,12 @@ def start_smtp() -> tuple[Controller, SmtpSink]:
     return controller, sink
 
 
-def wait_for(predicate: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+#: Longest wait, seconds, for a condition a test expects: generous, as CI runs on a loaded
+#: 2-core machine; a passing test stops waiting as soon as the condition holds.
+WAIT_S = 120.0
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> bool:
     """Poll ``predicate`` every 0.1 s until true or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alertkit import Receiver, start_smtp, wait_for
+from alertkit import WAIT_S, Receiver, start_smtp, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -100,8 +100,8 @@ class Workers:
             cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
             start_new_session=True)
         self.procs.append((proc, log))
-        if not wait_for(lambda: "ready." in log.read_text() or proc.poll() is not None, 60):
-            pytest.fail("the alerts worker did not start within 60 s")
+        if not wait_for(lambda: "ready." in log.read_text() or proc.poll() is not None):
+            pytest.fail(f"the alerts worker did not start within {WAIT_S:.0f} s")
         if proc.poll() is not None:
             pytest.fail(f"the alerts worker exited: {log.read_text()[-3000:]}")
         return proc

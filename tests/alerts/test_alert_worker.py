@@ -36,7 +36,7 @@ def test_a_worker_retries_a_failing_receiver_until_it_accepts(workers, receiver)
     assert dispatch_events() == 1
 
     delivery = Delivery.objects.get(channel=channel)
-    assert wait_for(lambda: _delivery_status(delivery) == "sent", 60), workers.logs()
+    assert wait_for(lambda: _delivery_status(delivery) == "sent"), workers.logs()
     assert len(receiver.requests) == 3
     assert delivery.attempts == 3
     assert list(delivery.attempt_log.values_list("response_code", flat=True)) == [500, 503, 200]
@@ -48,14 +48,14 @@ def test_a_worker_killed_before_sending_leads_to_exactly_one_message(workers, re
     first = workers.start()
 
     assert dispatch_events() == 1
-    assert wait_for(lambda: any(workers.gate_dir.glob("entered-*")), 60), workers.logs()
+    assert wait_for(lambda: any(workers.gate_dir.glob("entered-*"))), workers.logs()
     workers.kill9(first)  # it claimed the delivery and is about to send
     assert receiver.requests == []
     (workers.gate_dir / "open").touch()
     workers.start()
 
     delivery = Delivery.objects.get(channel=channel)
-    assert wait_for(lambda: _delivery_status(delivery) == "sent", 60), workers.logs()
+    assert wait_for(lambda: _delivery_status(delivery) == "sent"), workers.logs()
     time.sleep(QUIET_S)
     assert len(receiver.requests) == 1
     delivery.refresh_from_db()
@@ -71,12 +71,12 @@ def test_a_worker_killed_after_sending_causes_one_duplicate_that_the_log_shows(
     first = workers.start()
 
     assert dispatch_events() == 1
-    assert wait_for(lambda: len(receiver.requests) == 1, 60), workers.logs()
+    assert wait_for(lambda: len(receiver.requests) == 1), workers.logs()
     workers.kill9(first)  # it sent, but dies before recording the outcome
     workers.start()
 
     delivery = Delivery.objects.get(channel=channel)
-    assert wait_for(lambda: _delivery_status(delivery) == "sent", 60), workers.logs()
+    assert wait_for(lambda: _delivery_status(delivery) == "sent"), workers.logs()
     time.sleep(QUIET_S)
     assert len(receiver.requests) == 2
     first_id, second_id = (r.headers["X-Fleet-Delivery"] for r in receiver.requests)

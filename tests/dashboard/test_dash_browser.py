@@ -20,6 +20,9 @@ SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
+#: Longest wait for a page, selector or download, milliseconds.
+BROWSER_TIMEOUT_MS = 120_000
+
 pytestmark = [pytest.mark.browser]
 
 
@@ -39,6 +42,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         context = pw.chromium.launch_persistent_context(
             str(profile), executable_path=str(CHROMIUM), headless=True, args=ARGS,
             viewport={"width": 1440, "height": 900}, accept_downloads=True)
+        # Playwright's 30 s default is short for a loaded 2-core CI machine (the live server
+        # renders the fleet's pages); a page that is there ends the wait at once.
+        context.set_default_timeout(BROWSER_TIMEOUT_MS)
         yield context
         context.close()
     os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)

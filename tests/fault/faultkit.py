@@ -40,8 +40,12 @@ from fa_fakenode import FakeNode  # noqa: E402
 from fleet_agent import config as agent_config  # noqa: E402
 from fleet_agent.spool import Spool, StateFile  # noqa: E402
 
-#: Seconds a process gets to come up (gunicorn imports Django and loads the rules).
-START_TIMEOUT_S = 45
+#: Seconds a process gets to come up (gunicorn imports Django and loads the rules): generous,
+#: as CI runs on a loaded 2-core machine; a process that is up ends the wait at once.
+START_TIMEOUT_S = 120
+#: Longest wait, seconds, for a condition a test expects (reports stored, evaluated, sent):
+#: a failing test may be slow, a passing one stops waiting as soon as the condition holds.
+WAIT_S = 120
 #: Machine id of the fake node (``fa_fakenode.FakeNode`` writes it to etc/machine-id).
 FAKE_MACHINE_ID = "0123456789abcdef0123456789abcdef"
 
@@ -89,7 +93,7 @@ def run_django(env: dict[str, str], code: str) -> str:
     setup = "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', " \
             "'config.settings'); django.setup()\n"
     return subprocess.run([sys.executable, "-c", setup + code], cwd=ROOT, env=env, check=True,
-                          capture_output=True, text=True, timeout=60).stdout
+                          capture_output=True, text=True, timeout=WAIT_S).stdout
 
 
 class Proc:
@@ -225,7 +229,7 @@ class PrivateRedis(Proc):
                 return bool(client.ping())
             except redis.RedisError:
                 return False
-        if not wait_for(pong, 20):
+        if not wait_for(pong, START_TIMEOUT_S):
             raise RuntimeError(f"redis-server did not start:\n{self.text()[-2000:]}")
         return self
 

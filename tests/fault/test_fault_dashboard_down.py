@@ -5,15 +5,12 @@ deriving them (the worker's step; no worker runs here) leaves the host at the ne
 from __future__ import annotations
 
 import pytest
-from faultkit import FAKE_MACHINE_ID, wait_for
+from faultkit import FAKE_MACHINE_ID, WAIT_S, wait_for
 
 from fleet.models import ChangeEvent, Report
 from fleet.recording import derive_report
 
 pytestmark = [pytest.mark.slow]
-
-#: Seconds allowed for each phase (reports arrive once a second).
-PHASE_S = 30
 
 
 def _stored(host) -> list[str]:
@@ -26,15 +23,15 @@ def test_an_agent_loses_nothing_and_duplicates_nothing_across_dashboard_outages(
     host, token = enrolled(machine_id=FAKE_MACHINE_ID, hostname="gpu-node-7")
     web = dashboard(test_db_url, shared_broker)
     node = agent(web.url, token).start()
-    assert wait_for(lambda: len(_stored(host)) >= 3, PHASE_S), node.text()[-2000:]
+    assert wait_for(lambda: len(_stored(host)) >= 3, WAIT_S), node.text()[-2000:]
 
     for _ in range(2):                      # down, reports pile up, back, drained
         web.kill9()
         before = len(node.created())
         assert wait_for(lambda b=before: len(node.pending()) >= 3
-                        and len(node.created()) >= b + 3, PHASE_S), node.text()[-2000:]
+                        and len(node.created()) >= b + 3, WAIT_S), node.text()[-2000:]
         web.start()
-        assert wait_for(lambda: not node.pending(), PHASE_S), node.text()[-2000:]
+        assert wait_for(lambda: not node.pending(), WAIT_S), node.text()[-2000:]
     node.stop()
 
     created, stored, left = node.created(), _stored(host), node.pending()

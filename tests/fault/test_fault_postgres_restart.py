@@ -12,13 +12,12 @@ import json
 import httpx
 import psycopg
 import pytest
-from faultkit import FAKE_MACHINE_ID, run_django, server_env, wait_for
+from faultkit import FAKE_MACHINE_ID, WAIT_S, run_django, server_env, wait_for
 
 from fleet_agent import config as agent_config
 
 pytestmark = [pytest.mark.slow]
 
-PHASE_S = 30
 SETUP = ("from django.core.management import call_command\n"
          "call_command('migrate', verbosity=0)\n"
          "call_command('create_enrollment_secret', 'fault-tests')\n")
@@ -55,7 +54,7 @@ def test_a_postgres_restart_answers_503_meanwhile_and_loses_no_report(
     node = agent(web.url)
     node.enroll(web.url, secret)
     node.start()
-    assert wait_for(lambda: len(_stored(db_url)) >= 3, PHASE_S), node.text()[-2000:]
+    assert wait_for(lambda: len(_stored(db_url)) >= 3, WAIT_S), node.text()[-2000:]
 
     private_postgres.stop()
     token = agent_config.load(node.config_path).token
@@ -66,9 +65,9 @@ def test_a_postgres_restart_answers_503_meanwhile_and_loses_no_report(
     assert httpx.get(web.url + "/api/v1/health", timeout=30).status_code == 503
     before = len(node.created())
     assert wait_for(lambda: len(node.pending()) >= 3 and len(node.created()) >= before + 3,
-                    PHASE_S), node.text()[-2000:]
+                    WAIT_S), node.text()[-2000:]
     private_postgres.start()
-    assert wait_for(lambda: not node.pending(), PHASE_S), node.text()[-2000:]
+    assert wait_for(lambda: not node.pending(), WAIT_S), node.text()[-2000:]
     node.stop()
 
     created, stored, left = node.created(), _stored(db_url), node.pending()

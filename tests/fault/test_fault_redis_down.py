@@ -17,14 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 from django.db.models import F
-from faultkit import FAKE_MACHINE_ID, run_django, server_env, wait_for
+from faultkit import FAKE_MACHINE_ID, WAIT_S, run_django, server_env, wait_for
 
 from fleet.models import Report
 from fleet.tasks import SWEEP_GRACE
 
 pytestmark = [pytest.mark.slow, pytest.mark.worker]
 
-PHASE_S = 30
 SWEEP = "from fleet.tasks import sweep_unevaluated; print(sweep_unevaluated())"
 
 
@@ -52,18 +51,18 @@ def test_no_report_is_lost_across_a_redis_outage_and_all_are_evaluated_after_it(
     worker(test_db_url, private_redis.url, queues="evaluate,default",
            FAULT_EVAL_LOG=str(eval_log))
     node = agent(web.url, token).start()
-    assert wait_for(lambda: len(_stored(host)) >= 3 and not _unevaluated(host), PHASE_S)
+    assert wait_for(lambda: len(_stored(host)) >= 3 and not _unevaluated(host), WAIT_S)
 
     private_redis.stop()
     before = len(node.created())
     # Three collections during the outage: refused and spooled, or stored unevaluated.
-    assert wait_for(lambda: len(node.created()) >= before + 3, PHASE_S)
+    assert wait_for(lambda: len(node.created()) >= before + 3, WAIT_S)
     private_redis.start()  # empty: whatever was queued is gone
-    assert wait_for(lambda: not node.pending(), PHASE_S), node.text()[-2000:]
+    assert wait_for(lambda: not node.pending(), WAIT_S), node.text()[-2000:]
     node.stop()
 
     _sweep_after_grace(test_db_url, private_redis.url)
-    assert wait_for(lambda: not _unevaluated(host), 60), web.text()[-2000:]
+    assert wait_for(lambda: not _unevaluated(host), WAIT_S), web.text()[-2000:]
     created, stored, left = node.created(), _stored(host), node.pending()
     assert stored + left == created and len(stored) == len(set(stored))
     evaluations = Counter(line.split()[0] for line in eval_log.read_text().splitlines())
@@ -86,4 +85,4 @@ def test_a_report_posted_while_redis_is_down_is_stored_and_evaluated_after_it_re
     private_redis.start()
     worker(test_db_url, private_redis.url, queues="evaluate,default")
     assert _sweep_after_grace(test_db_url, private_redis.url) == 1
-    assert wait_for(lambda: Report.objects.get(pk=report.pk).evaluated_at, 60)
+    assert wait_for(lambda: Report.objects.get(pk=report.pk).evaluated_at, WAIT_S)

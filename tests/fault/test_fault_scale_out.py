@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from faultkit import wait_for
+from faultkit import WAIT_S, wait_for
 
 from alerts.alert_tasks import sweep
 from alerts.models import AlertChannel, Delivery
@@ -58,9 +58,9 @@ def test_two_workers_share_a_burst_without_evaluating_or_alerting_twice(
                    FAULT_EVAL_LOG=str(eval_log)) for _ in range(2)]
 
     first = _burst(tokens, make_report, post_report, 0, OLD)
-    assert wait_for(lambda: _all_evaluated(first), 60), pool[0].text()[-2000:]
+    assert wait_for(lambda: _all_evaluated(first), WAIT_S), pool[0].text()[-2000:]
     upgrades = _burst(tokens, make_report, post_report, 1, NEW)  # 0.25.1 -> 0.27.0 each
-    assert wait_for(lambda: _all_evaluated(upgrades), 60), pool[1].text()[-2000:]
+    assert wait_for(lambda: _all_evaluated(upgrades), WAIT_S), pool[1].text()[-2000:]
     # Beat's alerts sweep on both workers at once, racing the dispatches the evaluations
     # scheduled for the same undispatched events.
     sweep.delay()
@@ -68,7 +68,7 @@ def test_two_workers_share_a_burst_without_evaluating_or_alerting_twice(
     sent = Delivery.objects.filter(status=Delivery.Status.SENT)
     assert wait_for(lambda: not FindingEvent.objects.filter(dispatched_at=None).exists()
                     and Delivery.objects.count() == sent.count()
-                    and len(receiver.requests) >= sent.count(), 30), pool[0].text()[-2000:]
+                    and len(receiver.requests) >= sent.count(), WAIT_S), pool[0].text()[-2000:]
     time.sleep(QUIET_S)  # room for a duplicate send to arrive before counting
 
     lines = eval_log.read_text().splitlines()

@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from django.db.models import F
-from faultkit import run_django, server_env, wait_for
+from faultkit import WAIT_S, run_django, server_env, wait_for
 
 from audit.kb.context import build_contexts
 from audit.models import Finding, FindingEvent, RuleFailure, ServerAuditState
@@ -67,7 +67,7 @@ def _findings_blocked(db_url: str) -> Iterator[Callable[[], int]]:
         stuck: list[int] = []
 
         def wait_blocked() -> int:
-            assert wait_for(lambda: watcher.execute(_WAITING_BACKEND).fetchall(), 30)
+            assert wait_for(lambda: watcher.execute(_WAITING_BACKEND).fetchall(), WAIT_S)
             [(pid,)] = watcher.execute(_WAITING_BACKEND).fetchall()
             stuck.append(pid)
             return pid
@@ -75,7 +75,7 @@ def _findings_blocked(db_url: str) -> Iterator[Callable[[], int]]:
         blocker.rollback()
         for pid in stuck:
             assert wait_for(lambda p=pid: not watcher.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (p,)).fetchall(), 30)
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (p,)).fetchall(), WAIT_S)
 
 
 def _evaluated(reports: list[Report]) -> bool:
@@ -112,7 +112,7 @@ def test_a_worker_killed_mid_evaluation_leaves_every_report_evaluated_once(
     assert not eval_log.exists() and not any(_evaluated([r]) for r in reports)
 
     second = worker(test_db_url, shared_broker, **env)
-    assert wait_for(lambda: _evaluated(reports), 45), second.text()[-3000:]
+    assert wait_for(lambda: _evaluated(reports), WAIT_S), second.text()[-3000:]
     _assert_evaluated_once_with_findings_once(reports, eval_log)
 
 
@@ -128,13 +128,14 @@ def test_a_pool_process_killed_mid_evaluation_leaves_its_report_to_the_sweep(
         [child] = pool.children()
         os.kill(child, signal.SIGKILL)  # what the OOM killer does to a pool process
     # The pool replaces the process and carries on with the other reports.
-    assert wait_for(lambda: sum(_evaluated([r]) for r in reports) >= HOSTS - 1, 45), pool.text()
+    assert wait_for(lambda: sum(_evaluated([r]) for r in reports) >= HOSTS - 1,
+                    WAIT_S), pool.text()
 
     # Beat's sweep, once the leftover is older than its grace period (aged, not awaited).
     Report.objects.filter(evaluated_at=None).update(
         received_at=F("received_at") - SWEEP_GRACE - timedelta(seconds=1))
     run_django(server_env(test_db_url, shared_broker),
                "from fleet.tasks import sweep_unevaluated; sweep_unevaluated()")
-    assert wait_for(lambda: _evaluated(reports), 45), pool.text()[-3000:]
+    assert wait_for(lambda: _evaluated(reports), WAIT_S), pool.text()[-3000:]
     assert pool.alive
     _assert_evaluated_once_with_findings_once(reports, eval_log)

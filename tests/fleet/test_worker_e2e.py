@@ -18,8 +18,8 @@ from django.db import connection
 from fleet.models import Report
 
 ROOT = Path(__file__).resolve().parents[2]
-READY_TIMEOUT_S = 60
-EVALUATED_TIMEOUT_S = 60
+READY_TIMEOUT_S = 120
+EVALUATED_TIMEOUT_S = 120
 
 
 def _database_url() -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -142,3 +143,25 @@ def test_case_hosts_do_not_all_share_one_kv_level():
     levels = {s.workload.kv_usage for h in case_hosts() for s in h.servers
               if getattr(s, "workload", None) is not None}
     assert len(levels) >= 5
+
+
+def test_a_node_whose_address_is_taken_on_its_port_still_serves_that_port(build_fleet):
+    """Another simulator (or an emulator still closing) holding ``127.0.1.1:8000`` must not
+    move the node's server off port 8000: its dashboard slot (``port:8000``) would change
+    and a failed start (put on its argv port's slot) would land on another slot."""
+    from demo.node import loopback_address
+
+    specs = [s for s in seedfleet.seed_hosts() if s.hostname == "h100-upgrade-08"]
+    port = specs[0].servers[0].port
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the emulator
+        try:
+            squatter.bind((loopback_address(0), port))
+            squatter.listen()
+        except OSError:
+            pass  # someone else listens there: the same situation
+        sim = build_fleet(specs=specs, timeline=())
+        emulator = sim.nodes["h100-upgrade-08"].servers["main"].emulator
+        host, bound = emulator.httpd.server_address[:2]
+        assert bound == port and host != loopback_address(0)
+        assert emulator.base_url == f"http://{host}:{port}"
