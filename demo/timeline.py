@@ -135,6 +135,7 @@ class FleetSim:
         self.speed = max(0.01, speed)
         self.interval_s = max(2, round(DEFAULT_INTERVAL_S / self.speed))
         self.timeline = timeline
+        self.fresh = not (base / "epoch.json").exists()
         self.epoch = self._epoch()
         self.applied: set[int] = set()
         self.nodes: dict[str, SimNode] = {}
@@ -156,6 +157,16 @@ class FleetSim:
     def event_time(self, event: Event) -> float:
         """Unix time ``event`` happens at."""
         return self.epoch + event.at_s / self.speed
+
+    def start_clock_now(self) -> None:
+        """On a first run, start the story now (after emulators and enrollment) rather than
+        when the fleet was built: on a slow machine building and enrolling ~45 hosts can take
+        longer than the first event's offset, which would then land before a host's first
+        report (no version change seen, no risky-upgrade alert). A re-run keeps its epoch."""
+        if self.fresh:
+            self.epoch = time.time()
+            (self.base / "epoch.json").write_text(json.dumps({"epoch": self.epoch}))
+            self.fresh = False
 
     def skip_ahead(self, seconds: float) -> None:
         """Jump the story ``seconds`` ahead: the epoch moves back (kept in ``epoch.json``,

@@ -130,6 +130,7 @@ class Command(BaseCommand):
             todo = len(sim.nodes) - len(reused)
             if todo:
                 sim.enroll(url, self._secret(todo, revoke=not reused), skip=reused)
+            sim.start_clock_now()
             if reused:
                 self.stdout.write(
                     f"Re-run: {len(reused)} demo host(s) reuse their enrollment, {todo} "
