@@ -54,6 +54,12 @@ _NOT_SECRET_WORDS = frozenset({
     "AUTHOR", "AUTHORS",
 })
 
+#: A Python exception class (``KeyError``, ``huggingface_hub.errors.GatedRepoError``): in an
+#: error line ``KeyError: 'invalid tool call parser: openai'`` is the message, not a pair
+#: named "key". Only the CamelCase class shape; env names (``KEY_ERROR``) are unaffected, and
+#: token-shaped values in the message are still scrubbed.
+_EXCEPTION_CLASS = re.compile(r"(?:[a-z_][\w]*\.)*[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning)")
+
 #: Names the shell itself sets to a directory (``PWD``, ``OLDPWD``), not a password.
 _SHELL_DIRECTORIES = frozenset({"PWD", "OLDPWD"})
 
@@ -137,7 +143,7 @@ def is_secret_name(name: str) -> bool:
     ``TOKENIZERS_PARALLELISM``, ``PYTHONPATH``, ``CUDA_VISIBLE_DEVICES`` and ``PWD`` (the
     shell's directory) are not.
     """
-    if name.strip().upper() in _SHELL_DIRECTORIES:
+    if name.strip().upper() in _SHELL_DIRECTORIES or _EXCEPTION_CLASS.fullmatch(name.strip()):
         return False
     return any(_secret_word(word) for word in name_words(name))
 

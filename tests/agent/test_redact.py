@@ -110,3 +110,13 @@ def test_planted_secrets_never_reach_the_serialized_report(
     entry = report.servers[0]
     assert "--max-num-batched-tokens" in entry.argv and "8192" in entry.argv
     assert entry.env[env_name] == REDACTED
+
+
+def test_an_exception_message_is_kept_and_a_secret_in_it_is_not() -> None:
+    """``KeyError: '…'`` is an error message (the crash's cause on the host page), not a
+    pair named "key"; a token-shaped secret inside a message is still removed."""
+    line = "(APIServer pid=9) KeyError: 'invalid tool call parser: openai (chose from { hermes })'"
+    assert redact.redact_line(line) == line
+    leaked = redact.redact_line("AuthenticationError: bad key sk-live-0123456789abcdefghij")
+    assert "sk-live-0123456789abcdefghij" not in leaked
+    assert redact.redact_line("KEY_ERROR=abc123def") == f"KEY_ERROR={REDACTED}"
