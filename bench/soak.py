@@ -208,7 +208,8 @@ def storage_per_host_30_days() -> tuple[float, float]:
     30 days = samples per report (servers, GPUs) x 120 reports/h for
     ``SAMPLE_FULL_RESOLUTION_HOURS``, then one per server or GPU per hour until
     ``SAMPLE_RETENTION_DAYS`` (30 by default), at the bytes per row measured (a small table
-    is mostly page and index overhead, so this overstates); plus what is not time-series
+    is mostly page and index overhead, so this overstates; empty partitions are left out);
+    plus what is not time-series
     (kept reports, inventory, findings) per host that reported, as measured.
     """
     from django.conf import settings
@@ -231,8 +232,13 @@ def storage_per_host_30_days() -> tuple[float, float]:
                       "fleet_gpu", "fleet_host", "fleet_agenttoken", "fleet_changeevent",
                       "audit_finding", "audit_findingevent", "audit_serverauditstate"):
             cursor.execute(f"VACUUM FULL {table}")  # names are the constants above
-            cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
-            sizes[table] = (cursor.fetchone()[0], table_bytes(cursor, table))
+            # Per partition: the empty ones (days ahead, DEFAULT) are a fixed few index
+            # pages each, not bytes per row; only partitions holding rows count.
+            cursor.execute(f"SELECT tableoid::regclass::text, count(*) FROM {table} "  # noqa: S608
+                           "GROUP BY 1")
+            held = cursor.fetchall()
+            sizes[table] = (sum(n for _, n in held),
+                            sum(table_bytes(cursor, part) for part, _ in held))
     series = ("fleet_metricsample", "fleet_gpusample")
     now_mb = sum(size for _, size in sizes.values()) / MB / hosts
     total = sum(size for t, (_, size) in sizes.items() if t not in series) / MB / hosts
