@@ -265,7 +265,10 @@ def run(args: argparse.Namespace) -> int:
         from fleet.models import Report
 
         database = settings.DATABASES["default"]["NAME"]
+        enroll_start = time.monotonic()
         hosts = enroll_hosts(args.hosts, prefix="soak")
+        print(f"enrolled {len(hosts)} hosts with their tokens in "
+              f"{time.monotonic() - enroll_start:.1f} s (bulk insert)")
         seconds = args.minutes * 60
         print(f"{args.hosts} hosts, {args.rate:g} reports/s (each host every "
               f"{args.hosts / args.rate:.0f} s) for {args.minutes:g} min; "
