@@ -8,9 +8,10 @@ On a dedicated database (``fleet_bench_soak``) and the benchmarks' Redis db. Hos
 their tokens are bulk-inserted (10,000 in seconds), not enrolled over HTTP.
 
 A large fleet at a rate the machine can take (``--hosts 10000 --rate 8``: each host every
-1,250 s) means most hosts report once or twice in the run: those are first reports (servers,
-GPUs and change events created, the raw report kept), heavier than the steady state, so the
-per-core figures are conservative; the run prints how many reports were a host's first.
+1,250 s) means that in 10 minutes (4,800 reports) a host reports once at most: every report
+is a first one (servers, GPUs and change events created, the raw report kept), heavier than
+the steady state, so the per-core figures are conservative; the run prints how many reports
+were a host's first.
 
 Printed at the end:
 
