@@ -4,7 +4,14 @@ Not a test (issue 14). A simulated fleet (``--hosts`` hosts from the ingest gene
 argv, full real 45-54 KB ``/metrics`` bodies, two GPUs) reports at ``--rate`` reports/s for
 ``--minutes`` minutes, each host every ``hosts / rate`` seconds, through gunicorn serving the
 real API; Celery workers derive and evaluate every report (``audit.tasks.evaluate_report``).
-On a dedicated database (``fleet_bench_soak``) and the benchmarks' Redis db.
+On a dedicated database (``fleet_bench_soak``) and the benchmarks' Redis db. Hosts and
+their tokens are bulk-inserted (10,000 in seconds), not enrolled over HTTP.
+
+A large fleet at a rate the machine can take (``--hosts 10000 --rate 8``: each host every
+1,250 s) means that in 10 minutes (4,800 reports) a host reports once at most: every report
+is a first one (servers, GPUs and change events created, the raw report kept), heavier than
+the steady state, so the per-core figures are conservative; the run prints how many reports
+were a host's first.
 
 Printed at the end:
 
@@ -14,18 +21,24 @@ Printed at the end:
 * report -> finding latency (``evaluated_at - received_at``: stored to findings written),
   p50 / p99;
 * the database per host after pruning the unchanged raw reports, extrapolated to 30 days
-  (the same arithmetic as ``bench/storage.py``);
-* CPU seconds of each tier (gunicorn, Celery workers, this database's PostgreSQL backends,
-  from ``/proc``) and what one core of each tier carries in reports/s, with the cores a
-  10,000-host fleet at a 30 s interval (333 reports/s) needs.
+  at the agent's 30 s interval (bytes per row as measured, rows per host as the retention
+  keeps them: full resolution for ``SAMPLE_FULL_RESOLUTION_HOURS``, then hourly);
+* CPU seconds of each tier from ``/proc``: gunicorn and Celery (process trees, reaped
+  children included), and PostgreSQL: every backend of this database, found by its process
+  title (``postgres: user database ...``) every second, so a backend recycled by
+  ``CONN_MAX_AGE`` counts up to its last sample; the whole postmaster's delta (every
+  database, WAL writer, checkpointer: an upper bound on a shared machine) is printed too;
+* what one core of each tier carries in reports/s, and the sizing table of a 10,000-host
+  fleet at a 30 s interval (333 reports/s).
 
 Run: ``.venv/bin/python bench/soak.py [--minutes 10 --rate 8 --hosts 240 --web-workers 2
---worker-concurrency 2]``.
+--worker-concurrency 2]``; the 10,000-host soak: ``--hosts 10000 --rate 8``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import threading
@@ -51,9 +64,13 @@ from common import (  # noqa: E402
     post_one,
     realistic_report,
     setup_django,
+    table_bytes,
+    wait_for_vacuum_horizon,
 )
 
-FLEET_REPORTS_PER_S = 10_000 / 30  # 10,000 hosts at the agent's 30 s interval
+AGENT_INTERVAL_S = 30  # fleet_agent's default report interval
+FLEET_HOSTS = 10_000
+FLEET_REPORTS_PER_S = FLEET_HOSTS / AGENT_INTERVAL_S  # 333 reports/s
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MB = 1_000_000
 
@@ -89,12 +106,31 @@ def tree(root: int) -> list[int]:
 
 
 def backend_pids(database: str) -> list[int]:
-    """PostgreSQL backend pids serving ``database`` now."""
+    """Pids of PostgreSQL backends (and autovacuum workers) serving ``database`` now, from
+    their process titles (``postgres: <user> <database> <client> <state>``); no query, so
+    a connection that lives under a second is still seen when it is sampled."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        words = title.split()
+        if words[:1] == ["postgres:"] and database in words[1:5]:  # after a cluster name
+            out.append(int(entry.name))
+    return out
+
+
+def postmaster_pid() -> int:
+    """The postmaster: the parent of this process's own backend."""
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [database])
-        return [row[0] for row in cursor.fetchall()]
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def drive(port: int, hosts: list[tuple[str, str, str]], rate: float, seconds: float,
@@ -140,18 +176,18 @@ def queue_depth() -> int:
     return redis.Redis.from_url(REDIS_URL).llen("evaluate")
 
 
-def sample_queue(stop: threading.Event, depths: list[int], database: str,
-                 pg_cpu: dict[int, float]) -> None:
-    """Every 5 s until ``stop``: append the evaluate queue's depth, and note the CPU seconds
-    of each PostgreSQL backend of ``database`` (a backend that exits between two samples,
-    e.g. a recycled connection, counts with its last sample)."""
-    from django.db import connection
-
-    while not stop.wait(5):
-        depths.append(queue_depth())
+def sample(stop: threading.Event, depths: list[int], database: str,
+           pg_cpu: dict[int, float]) -> None:
+    """Until ``stop``: every second note the CPU seconds of each PostgreSQL backend of
+    ``database`` (a backend that exits between two samples counts with its last one: at
+    most a second of its CPU is lost); every 5 s append the evaluate queue's depth."""
+    tick = 0
+    while not stop.wait(1):
         for pid in backend_pids(database):
             pg_cpu[pid] = cpu_seconds([pid])
-    connection.close()
+        tick += 1
+        if tick % 5 == 0:
+            depths.append(queue_depth())
 
 
 def drain(limit_s: float) -> float:
@@ -166,42 +202,55 @@ def drain(limit_s: float) -> float:
     return time.monotonic() - start
 
 
-def storage_per_host_30_days(hosts: int, minutes: float) -> tuple[float, float]:
-    """``(MB per host now after pruning unchanged raw reports, MB per host over 30 days)``.
+def storage_per_host_30_days() -> tuple[float, float]:
+    """``(MB per reporting host now after pruning unchanged raw reports, MB per host over
+    30 days at the agent's 30 s interval)``.
 
-    30 days = full-resolution samples for ``SAMPLE_FULL_RESOLUTION_HOURS`` + one sample per hour
-    for the rest + what is not time-series (kept reports, inventory) as measured.
+    30 days = samples per report (servers, GPUs) x 120 reports/h for
+    ``SAMPLE_FULL_RESOLUTION_HOURS``, then one per server or GPU per hour until
+    ``SAMPLE_RETENTION_DAYS`` (30 by default), at the bytes per row measured (a small table
+    is mostly page and index overhead, so this overstates; empty partitions are left out);
+    plus what is not time-series
+    (kept reports, inventory, findings) per host that reported, as measured.
     """
     from django.conf import settings
     from django.db import connection
     from django.utils import timezone
 
+    from fleet.models import Report, Server
     from fleet.tasks import prune_reports
 
+    reports = Report.objects.count()
+    hosts = Server.objects.values("host_id").distinct().count() or 1
     later = timezone.now() + timedelta(minutes=settings.REPORT_RAW_RETENTION_MINUTES + 1)
     with mock.patch("fleet.tasks.timezone.now", return_value=later):
         prune_reports()
+    if not wait_for_vacuum_horizon():
+        print("(other sessions kept transactions open for 2 min: sizes include dead rows)")
     sizes = {}
     with connection.cursor() as cursor:
         for table in ("fleet_metricsample", "fleet_gpusample", "fleet_report", "fleet_server",
-                      "fleet_gpu", "fleet_host", "fleet_changeevent", "audit_finding",
-                      "audit_findingevent", "audit_serverauditstate"):
+                      "fleet_gpu", "fleet_host", "fleet_agenttoken", "fleet_changeevent",
+                      "audit_finding", "audit_findingevent", "audit_serverauditstate"):
             cursor.execute(f"VACUUM FULL {table}")  # names are the constants above
-            cursor.execute(f"SELECT count(*), pg_total_relation_size('{table}') "  # noqa: S608
-                           f"FROM {table}")
-            sizes[table] = cursor.fetchone()
+            # Per partition: the empty ones (days ahead, DEFAULT) are a fixed few index
+            # pages each, not bytes per row; only partitions holding rows count.
+            cursor.execute(f"SELECT tableoid::regclass::text, count(*) FROM {table} "  # noqa: S608
+                           "GROUP BY 1")
+            held = cursor.fetchall()
+            sizes[table] = (sum(n for _, n in held),
+                            sum(table_bytes(cursor, part) for part, _ in held))
     series = ("fleet_metricsample", "fleet_gpusample")
     now_mb = sum(size for _, size in sizes.values()) / MB / hosts
-    fixed = sum(size for t, (_, size) in sizes.items() if t not in series) / MB / hosts
+    total = sum(size for t, (_, size) in sizes.items() if t not in series) / MB / hosts
     window_h = settings.SAMPLE_FULL_RESOLUTION_HOURS
-    total = fixed
+    days = settings.SAMPLE_RETENTION_DAYS
     for table in series:
         rows, size = sizes[table]
         per_row = size / rows if rows else 0
-        per_host_minute = rows / hosts / minutes
-        total += per_host_minute * 60 * window_h * per_row / MB  # full resolution
-        rows_per_hour = min(per_host_minute * 60, 2.0)  # 1 per server or GPU per hour
-        total += rows_per_hour * 24 * (30 - window_h / 24) * per_row / MB
+        per_report = rows / reports if reports else 0  # 1 per server, 1 per GPU
+        total += per_report * 3600 / AGENT_INTERVAL_S * window_h * per_row / MB
+        total += per_report * 24 * (days - window_h / 24) * per_row / MB
     return now_mb, total
 
 
@@ -217,7 +266,10 @@ def run(args: argparse.Namespace) -> int:
         from fleet.models import Report
 
         database = settings.DATABASES["default"]["NAME"]
+        enroll_start = time.monotonic()
         hosts = enroll_hosts(args.hosts, prefix="soak")
+        print(f"enrolled {len(hosts)} hosts with their tokens in "
+              f"{time.monotonic() - enroll_start:.1f} s (bulk insert)")
         seconds = args.minutes * 60
         print(f"{args.hosts} hosts, {args.rate:g} reports/s (each host every "
               f"{args.hosts / args.rate:.0f} s) for {args.minutes:g} min; "
@@ -227,11 +279,13 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(3)  # the worker's boot
             web_pids, worker_pids = tree(web.proc.pid), tree(worker.pid)
             cpu0 = (cpu_seconds(web_pids), cpu_seconds(worker_pids))
+            postmaster = postmaster_pid()
+            pg0 = {pid: cpu_seconds([pid]) for pid in backend_pids(database)}
+            postmaster0 = cpu_seconds(tree(postmaster))
             depths: list[int] = []
             stop = threading.Event()
-            pg_seen: dict[int, float] = {}
-            sampler = threading.Thread(target=sample_queue,
-                                       args=(stop, depths, database, pg_seen))
+            pg_seen: dict[int, float] = dict(pg0)
+            sampler = threading.Thread(target=sample, args=(stop, depths, database, pg_seen))
             sampler.start()
             sent, accepted = drive(web.port, hosts, args.rate, seconds, args.threads)
             waited = drain(120)
@@ -241,30 +295,46 @@ def run(args: argparse.Namespace) -> int:
                 pg_seen[pid] = cpu_seconds([pid])
             web_cpu = cpu_seconds(tree(web.proc.pid)) - cpu0[0]
             worker_cpu = cpu_seconds(tree(worker.pid)) - cpu0[1]
-            pg_cpu = sum(pg_seen.values())
+            pg_cpu = sum(cpu - pg0.get(pid, 0.0) for pid, cpu in pg_seen.items())
+            postmaster_cpu = cpu_seconds(tree(postmaster)) - postmaster0
+            load = os.getloadavg()[0]
         stored = Report.objects.count()
+        first = Report.objects.values("host_id").distinct().count()
         underived = Report.objects.filter(derived_at=None).count()
         unevaluated = Report.objects.filter(evaluated_at=None).count()
         latencies = [(r.evaluated_at - r.received_at).total_seconds() for r in
                      Report.objects.exclude(evaluated_at=None).only("evaluated_at", "received_at")]
-        now_mb, month_mb = storage_per_host_30_days(args.hosts, args.minutes)
+        now_mb, month_mb = storage_per_host_30_days()
         flush_redis()
+    lost = stored != accepted or unevaluated or underived
     print(f"sent {sent}, accepted (202) {accepted}, stored {stored}, left underived "
           f"{underived}, unevaluated {unevaluated} after a {waited:.0f} s drain: "
-          f"{'nothing lost' if stored == accepted and not unevaluated else 'LOST REPORTS'}")
+          f"{'LOST REPORTS' if lost else 'nothing lost'}; {first} of the reports were a "
+          f"host's first (inventory created); load average {load:.2f} at the end")
     print(f"evaluate queue depth every 5 s: max {max(depths, default=0)}, last "
           f"{depths[-1] if depths else 0} ({len(depths)} samples)")
     print(f"report -> finding (evaluated_at - received_at): p50 "
           f"{percentile(latencies, 50):.2f} s, p99 {percentile(latencies, 99):.2f} s "
           f"(target p99 < 2 s)")
-    print(f"database: {now_mb:.3f} MB per host after the soak and the raw prune; "
-          f"{month_mb:.2f} MB per host over 30 days (target <= 5 MB)")
-    print("tier        CPU s   reports/s per core   cores for 10,000 hosts at 30 s")
-    for name, cpu in (("web", web_cpu), ("worker", worker_cpu), ("postgres", pg_cpu)):
+    print(f"database: {now_mb:.3f} MB per reporting host after the soak and the raw prune; "
+          f"{month_mb:.2f} MB per host over 30 days at {AGENT_INTERVAL_S} s (target <= 5 MB)")
+    print(f"PostgreSQL, whole postmaster (every database on this server, WAL writer, "
+          f"checkpointer; an upper bound on a shared machine): {postmaster_cpu:.1f} CPU s")
+    tiers = (("web (gunicorn)", web_cpu), ("worker (derive + evaluate)", worker_cpu),
+             ("PostgreSQL (this database)", pg_cpu))
+    print(f"\n| tier | CPU s | reports/s per core | cores for {FLEET_HOSTS:,} hosts at "
+          f"{AGENT_INTERVAL_S} s ({FLEET_REPORTS_PER_S:.0f} reports/s) |\n|---|---|---|---|")
+    cores = {}
+    for name, cpu in tiers:
         per_core = accepted / cpu if cpu else float("inf")
-        print(f"{name:<10} {cpu:7.1f}   {per_core:10.1f}           "
-              f"{FLEET_REPORTS_PER_S / per_core:6.1f}")
-    return 0 if stored == accepted and not unevaluated else 1
+        cores[name] = FLEET_REPORTS_PER_S / per_core
+        print(f"| {name} | {cpu:.1f} | {per_core:.1f} | {cores[name]:.1f} |")
+    web_n, worker_n, pg_n = (math.ceil(c) for c in cores.values())
+    disk_gb = month_mb * FLEET_HOSTS / 1000
+    print(f"\nSizing: {FLEET_HOSTS:,} hosts at {AGENT_INTERVAL_S} s need {web_n} web cores, "
+          f"{worker_n} worker cores, PostgreSQL with {pg_n} cores and {disk_gb:.0f} GB for "
+          f"30 days of data (this machine's per-core figures; no headroom added)")
+    return 1 if lost else 0
 
 
 def main() -> int:

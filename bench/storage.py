@@ -8,7 +8,8 @@ each send ``--hours`` hours of reports at the agent's 30 s interval through the 
 past. Each report carries one vLLM server with a full real /metrics body (45-54 KB) and two
 GPUs. Then, after ``VACUUM FULL`` (so sizes are live data, not dead tuples):
 
-1. sizes right after ingest (``pg_total_relation_size``: heap + TOAST + indexes) per table,
+1. sizes right after ingest (``pg_total_relation_size``: heap + TOAST + indexes, summed
+   over the daily partitions of the sample tables) per table,
    per row and per host per day;
 2. ``fleet.tasks.prune_reports`` runs with its clock moved past the retention window
    (``SAMPLE_FULL_RESOLUTION_HOURS`` + 1 h later): derived, evaluated, unchanged raw
@@ -46,6 +47,8 @@ from common import (  # noqa: E402
     post_in_process,
     realistic_report,
     setup_django,
+    table_bytes,
+    wait_for_vacuum_horizon,
 )
 
 TARGET_MB_PER_30_DAYS = 5.0  # issue 14: <= 5 MB per host per 30 days, everything included
@@ -92,14 +95,15 @@ def sizes() -> dict[str, tuple[int, int]]:
     """``table -> (rows, bytes)`` after VACUUM FULL (heap + TOAST + indexes)."""
     from django.db import connection
 
+    if not wait_for_vacuum_horizon():
+        print("    (other sessions kept transactions open for 2 min: sizes include dead rows)")
     out = {}
     with connection.cursor() as cursor:
         for table in TABLES:
             # Table names come from the TABLES constant above, never from input.
             cursor.execute(f"VACUUM FULL {table}")
-            cursor.execute(f"SELECT count(*), pg_total_relation_size('{table}') "  # noqa: S608
-                           f"FROM {table}")
-            out[table] = tuple(cursor.fetchone())
+            cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
+            out[table] = (cursor.fetchone()[0], table_bytes(cursor, table))
     return out
 
 

@@ -192,6 +192,9 @@ REPORT_RAW_RETENTION_MINUTES = env_int("REPORT_RAW_RETENTION_MINUTES", 30, minim
 # Metric and GPU samples older than this are thinned to one per server/GPU per hour
 # (issue 14: <= 5 MB per host per 30 days; bench/storage.py).
 SAMPLE_FULL_RESOLUTION_HOURS = env_int("SAMPLE_FULL_RESOLUTION_HOURS", 6, minimum=1)
+# Metric and GPU samples older than this many days go: whole daily partitions are dropped on
+# PostgreSQL (fleet/partitions.py), rows deleted on SQLite (issue 14: sized for 30 days).
+SAMPLE_RETENTION_DAYS = env_int("SAMPLE_RETENTION_DAYS", 30, minimum=1)
 #: Sustained per-token rate: (reports, per seconds). Default 1 report / 5 s.
 INGEST_RATE = env_rate("INGEST_RATE", "1/5s")
 #: Reports a token may send back to back before the sustained rate applies (spool replay).
@@ -243,6 +246,8 @@ CELERY_TASK_ACKS_LATE = False
 CELERY_BEAT_SCHEDULE = {
     "sweep-unevaluated-reports": {"task": "fleet.tasks.sweep_unevaluated", "schedule": 60.0},
     "prune-reports": {"task": "fleet.tasks.prune_reports", "schedule": 3600.0},
+    "maintain-sample-partitions": {"task": "fleet.tasks.maintain_sample_partitions",
+                                   "schedule": 3600.0},
     "check-knowledge-base": {"task": "audit.tasks.check_knowledge_base", "schedule": 60.0},
     "alerts-sweep": {"task": "alerts.sweep", "schedule": 60.0},
     "alerts-silent-hosts": {"task": "alerts.check_silent_hosts", "schedule": 60.0},

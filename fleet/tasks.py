@@ -1,6 +1,7 @@
-"""Periodic fleet maintenance (Celery beat): the evaluation sweep and retention.
+"""Periodic fleet maintenance (Celery beat): the evaluation sweep, retention and the
+sample partitions.
 
-Both tasks are idempotent, so they may run twice (acks_late).
+The tasks are idempotent, so they may run twice (acks_late).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from fleet.models import GpuSample, MetricSample, Report, Server
+from fleet.partitions import maintain
 from fleet.signals import report_needs_evaluation
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,14 @@ def _drop_derived_raw() -> int:
     deleted, _ = Report.objects.filter(pk__in=list(doomed.values_list("pk", flat=True)
                                                    [:RAW_PRUNE_BATCH])).delete()
     return deleted
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def maintain_sample_partitions() -> dict[str, dict[str, int]]:
+    """Create the coming days' sample partitions and drop those past
+    ``SAMPLE_RETENTION_DAYS`` (row deletes where the tables are not partitioned).
+    Returns :func:`fleet.partitions.maintain`'s counts per table."""
+    return maintain(timezone.now(), settings.SAMPLE_RETENTION_DAYS)
 
 
 #: Raw reports deleted per prune run (every run is a few seconds of work at most; the
