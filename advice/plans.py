@@ -14,14 +14,16 @@ server's last evaluated one under the active KB; a KB change (bundle installed, 
 edited) or a config change makes every older row invisible at once. What is missing (a
 server never evaluated, a target outside the known releases, the moment between an
 evaluation and its planning) is planned on the visit, per configuration, memoised in
-Django's cache, and at most :data:`LAZY_CONFIGURATIONS` configurations per visit; the page
-counts the rest as "not planned yet". A GET writes no row (issue 13.9: page writes met the
-simulator's and SQLite answered "database is locked").
+Django's cache, at most :data:`LAZY_CONFIGURATIONS` configurations and about
+:data:`LAZY_SECONDS` per visit; the page counts the rest as "not planned yet". A GET
+writes no row (issue 13.9: page writes met the simulator's and SQLite answered "database
+is locked").
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,12 +40,13 @@ from fleet.models import Report, Server
 
 log = logging.getLogger(__name__)
 
-#: Configurations a page visit may plan itself per target: each costs two contexts and two
-#: rule evaluations, ~15 ms on the 2-core test machine (bench/demo_pages.py: the demo's 37
-#: configurations took 470-670 ms for one target before plans were stored), so a visit
-#: that plans a typed target stays under ~0.3 s; the fleet view with 13 candidates and
-#: nothing stored (a KB change the worker has not caught up with) under ~2 s.
+#: Configurations a page visit may plan itself: each costs two contexts and two rule
+#: evaluations per target, 15-30 ms of CPU on the 2-core test machine (bench/demo_pages.py:
+#: the demo's 37 configurations took 470-670 ms for one target before plans were stored).
 LAZY_CONFIGURATIONS = 12
+#: Seconds after which a visit starts planning no further configuration (the first one is
+#: always planned), so a page stays near the 300 ms target on a loaded machine too.
+LAZY_SECONDS = 0.2
 #: Seconds a lazily made plan is reused; its key holds the KB version, the configuration's
 #: fingerprint and the target, so the timeout only bounds memory.
 LAZY_CACHE_S = 3600
@@ -227,7 +230,8 @@ def _lazy_key(kb_version: str, fingerprint: str, target: str) -> str:
 
 class LazyPlanner:
     """Plans made on a visit for servers without current rows, one configuration at a time
-    (memoised in Django's cache), at most :data:`LAZY_CONFIGURATIONS` evaluated per visit.
+    (memoised in Django's cache), at most :data:`LAZY_CONFIGURATIONS` evaluated per visit,
+    none started after :data:`LAZY_SECONDS`.
 
     ``plan(server, target)`` returns the plan dict (``target``: a raw target, planned as
     given) or None when over the budget or the server has no stored report;
@@ -237,6 +241,7 @@ class LazyPlanner:
     def __init__(self, kb: KnowledgeBase) -> None:
         self.kb = kb
         self.budget = LAZY_CONFIGURATIONS
+        self.deadline = time.monotonic() + LAZY_SECONDS
         self.evaluated: set[str] = set()
         self._current: dict[str, Any] = {}
         self._entries: dict[int, tuple[dict, dict, str] | None] = {}
@@ -264,7 +269,8 @@ class LazyPlanner:
         if value is not None:
             return value
         if fingerprint not in self.evaluated:
-            if len(self.evaluated) >= self.budget:
+            if len(self.evaluated) >= self.budget or \
+                    (self.evaluated and time.monotonic() > self.deadline):
                 return None
             self.evaluated.add(fingerprint)
         value = compute(entry, raw, fingerprint)

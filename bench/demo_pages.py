@@ -70,8 +70,9 @@ def seed(tmp: Path) -> dict[str, str]:
     return env
 
 
-def measure() -> list[tuple[str, float, float, int]]:
-    """(page, cold ms, warm median ms, status) per page; runs inside the seeded settings."""
+def measure() -> list[tuple[str, float, float, float, int]]:
+    """(page, cold ms, cold CPU ms, warm median ms, status) per page; runs inside the seeded
+    settings. CPU time (this process) says more than wall time on a loaded machine."""
     import django
 
     django.setup()
@@ -90,12 +91,13 @@ def measure() -> list[tuple[str, float, float, int]]:
           f"({ServerPlan.objects.values('fingerprint').distinct().count()} configurations)")
     out = []
     for url in PAGES:
-        times = []
+        times, cpu = [], []
         for _ in range(REPEAT + 1):
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             status = client.get(url).status_code
             times.append((time.perf_counter() - started) * 1000)
-        out.append((url, times[0], statistics.median(times[1:]), status))
+            cpu.append((time.process_time() - started_cpu) * 1000)
+        out.append((url, times[0], cpu[0], statistics.median(times[1:]), status))
     return out
 
 
@@ -105,10 +107,12 @@ def main() -> None:
         os.environ.update(env)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         sys.path.insert(0, str(REPO))
-        print(f"{'page':32} {'cold ms':>8} {'warm ms':>8}  status  target {TARGET_MS} ms")
-        for url, cold, warm, status in measure():
-            verdict = "met" if warm < TARGET_MS else "MISSED"
-            print(f"{url:32} {cold:8.0f} {warm:8.0f}  {status:6}  {verdict}")
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"{'page':32} {'cold ms':>8} {'cold CPU':>8} {'warm ms':>8}  status  "
+              f"target {TARGET_MS} ms (cold and warm)")
+        for url, cold, cold_cpu, warm, status in measure():
+            verdict = "met" if max(cold, warm) < TARGET_MS else "MISSED"
+            print(f"{url:32} {cold:8.0f} {cold_cpu:8.0f} {warm:8.0f}  {status:6}  {verdict}")
 
 
 if __name__ == "__main__":

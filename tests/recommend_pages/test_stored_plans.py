@@ -220,8 +220,10 @@ def test_a_release_added_to_the_timeline_is_planned_for_every_server(signed_in, 
     assert plans_to["0.25.1"] == "risky"  # the Gemma 4 ceiling, as test_pages shows
 
 
-def test_a_visit_plans_a_bounded_number_of_configurations(signed_in, send, monkeypatch):
-    monkeypatch.setattr(plans, "LAZY_CONFIGURATIONS", 1)
+@pytest.mark.parametrize("limit", [("LAZY_CONFIGURATIONS", 1), ("LAZY_SECONDS", 0)],
+                         ids=["count", "time"])
+def test_a_visit_plans_a_bounded_number_of_configurations(signed_in, send, monkeypatch, limit):
+    monkeypatch.setattr(plans, *limit)
     send(0)  # never evaluated: nothing stored
     send(0, machine="machine-2", argv=[*GEMMA_ARGV, "--max-num-seqs", "64"])
 
