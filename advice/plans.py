@@ -233,16 +233,18 @@ class LazyPlanner:
     (memoised in Django's cache), at most :data:`LAZY_CONFIGURATIONS` evaluated per visit,
     none started after :data:`LAZY_SECONDS`.
 
-    ``plan(server, target)`` returns the plan dict (``target``: a raw target, planned as
-    given) or None when over the budget or the server has no stored report;
-    ``pending(server)`` the pending-upgrade plans, or None likewise.
+    ``known``: ``{server id: planner fingerprint}`` of servers with current rows, so their
+    memo key needs no report read. ``plan(server, target)`` returns the plan dict
+    (``target``: planned as given) and ``pending(server)`` the pending-upgrade plans, or
+    None: over the budget (the server id is then in ``skipped``) or no stored report.
     """
 
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: KnowledgeBase, known: dict[int, str] | None = None) -> None:
         self.kb = kb
-        self.budget = LAZY_CONFIGURATIONS
+        self.known = dict(known or {})
         self.deadline = time.monotonic() + LAZY_SECONDS
         self.evaluated: set[str] = set()
+        self.skipped: set[int] = set()
         self._current: dict[str, Any] = {}
         self._entries: dict[int, tuple[dict, dict, str] | None] = {}
 
@@ -256,25 +258,32 @@ class LazyPlanner:
         return self._entries[server.pk]
 
     def fingerprint(self, server: Server) -> str | None:
+        """The server's configuration: from its rows, else its latest report (read)."""
+        if server.pk in self.known:
+            return self.known[server.pk]
         found = self._entry(server)
         return found[2] if found else None
 
     def _memo(self, server: Server, target: str, compute: Any) -> Any:
-        found = self._entry(server)
-        if found is None:
+        fingerprint = self.fingerprint(server)
+        if fingerprint is None:
             return None
-        entry, raw, fingerprint = found
-        key = _lazy_key(self.kb.version, fingerprint, target)
-        value = cache.get(key)
+        value = cache.get(_lazy_key(self.kb.version, fingerprint, target))
         if value is not None:
             return value
         if fingerprint not in self.evaluated:
-            if len(self.evaluated) >= self.budget or \
+            if len(self.evaluated) >= LAZY_CONFIGURATIONS or \
                     (self.evaluated and time.monotonic() > self.deadline):
+                self.skipped.add(server.pk)
                 return None
             self.evaluated.add(fingerprint)
+        found = self._entry(server)
+        if found is None:
+            return None
+        # The latest report's own configuration (its rows may be of the evaluated one).
+        entry, raw, fingerprint = found
         value = compute(entry, raw, fingerprint)
-        cache.set(key, value, LAZY_CACHE_S)
+        cache.set(_lazy_key(self.kb.version, fingerprint, target), value, LAZY_CACHE_S)
         return value
 
     def _now(self, entry: dict, raw: dict, fingerprint: str) -> Any:

@@ -124,7 +124,7 @@ def _plans(servers: list[Server], target: str | None,
     (:class:`advice.plans.LazyPlanner`, bounded)."""
     kb = current_knowledge_base()
     rows = current_rows(servers, kb.version)
-    planned = set(rows.values_list("server_id", flat=True).distinct())
+    planned = dict(rows.values_list("server_id", "fingerprint").distinct())
     # A target in another spelling (v0.27.0) is planned as typed, as before (target_raw).
     stored_target = target if target and planner.normalise_target(target) == target else None
     stored: dict[tuple[int, bool], list[dict]] = {}
@@ -132,22 +132,18 @@ def _plans(servers: list[Server], target: str | None,
     for server_id, pending, plan in rows.filter(wanted).values_list("server_id", "pending",
                                                                     "plan"):
         stored.setdefault((server_id, pending), []).append(plan)
-    lazy = LazyPlanner(kb)
-    plans, pending, unplanned = [], [], set()
+    lazy = LazyPlanner(kb, planned)
+    plans, pending = [], []
     for server in servers:
         if target:
             found = stored.get((server.pk, False))
             plan = found[0] if found else lazy.plan(server, target)
             if plan is not None:
                 plans.append({"server": server, **plan})
-            elif lazy.fingerprint(server) is not None:
-                unplanned.add(server.pk)
         waiting = stored.get((server.pk, True), []) if server.pk in planned else \
             lazy.pending(server)
-        if waiting is None and lazy.fingerprint(server) is not None:
-            unplanned.add(server.pk)
         pending += [{"server": server, **plan} for plan in waiting or []]
-    return plans, pending, len(unplanned)
+    return plans, pending, len(lazy.skipped)
 
 
 @login_required
@@ -212,23 +208,21 @@ def fleet_rows(servers: list[Server], candidates: list[str]) -> list[dict[str, A
             .values_list("server_id", "target", "verdict", "fingerprint")):
         verdicts[(server_id, target)] = word
         fingerprints[server_id] = fingerprint
-    lazy = LazyPlanner(kb)
+    lazy = LazyPlanner(kb, fingerprints)
     out = []
     for target in candidates:
         counts = {"blocked": 0, "risky": 0, "safe": 0}
         configurations, unplanned = set(), 0
         for server in servers:
             word = verdicts.get((server.pk, target))
-            fingerprint = fingerprints.get(server.pk)
             if word is None:
                 plan = lazy.plan(server, target)
-                fingerprint = lazy.fingerprint(server)
-                if plan is None:
-                    unplanned += fingerprint is not None  # None: no stored report
+                if plan is None:  # over the budget (skipped), or no stored report
+                    unplanned += server.pk in lazy.skipped
                     continue
                 word = plan["verdict"]
             counts[word] = counts.get(word, 0) + 1
-            configurations.add(fingerprint)
+            configurations.add(lazy.fingerprint(server))
         out.append({"target": target, "servers": sum(counts.values()), **counts,
                     "breaks": counts["blocked"], "configurations": len(configurations),
                     "unplanned": unplanned})
