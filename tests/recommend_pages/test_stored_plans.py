@@ -233,6 +233,10 @@ def test_a_visit_plans_a_bounded_number_of_configurations(signed_in, send, monke
     second = signed_in.get("/plan/fleet/?candidates=0.27.0")  # the first one is memoised
     assert second.context["rows"][0]["servers"] == 2
     assert "not planned yet" not in second.content.decode()
+    # The planner page also needs each server's pending upgrade: one more per visit.
+    page = signed_in.get("/plan/?target=0.27.0")
+    assert len(page.context["plans"]) == 2
+    assert "1 server not planned yet" in page.content.decode()
 
 
 def test_a_planning_failure_leaves_the_evaluation_done(send, monkeypatch):
