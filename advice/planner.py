@@ -44,11 +44,6 @@ def _kb(kb: KnowledgeBase | None) -> KnowledgeBase:
     return _KB
 
 
-def active_kb_version() -> str:
-    """Version of the knowledge base plans are made with (part of cache keys)."""
-    return str(_kb(None).version)
-
-
 def known_versions(kb: KnowledgeBase | None = None) -> list[str]:
     """Releases the knowledge base knows (versions timeline + verified_through), newest first."""
     found = {v for v, _, _ in RELEASE_TIMELINE}

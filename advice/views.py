@@ -10,39 +10,37 @@ advice.planner) run on each server's latest stored report (``Server.last_report.
   ("will become X on next restart").
 * ``plan_fleet``: for candidate versions, how many servers each would block or put at risk.
 
+The planner pages read the plans the worker stored (:mod:`advice.plans`); a visit plans only
+what is missing (bounded), so no visit evaluates every server once per candidate.
+
 ``server_recommendation(server)`` / ``host_recommendations(host)`` are the helpers the host
 page uses with ``templates/advice/_recommendation.html``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.cache import cache
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from advice import planner
+from advice.plans import LazyPlanner, current_rows, report_entry
 from advice.recommend import recommend_server
 from advice.recommend.workload import PROFILES
+from audit.rulebook import current_knowledge_base
 from fleet.models import Host, Server
 
 
 def _report_entry(server: Server) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(host report, this server's entry in it) from the server's latest stored report."""
     report = server.last_report.raw if server.last_report_id else None
-    if not isinstance(report, dict):
-        return None
-    for entry in report.get("servers") or []:
-        if (server.base_url and entry.get("base_url") == server.base_url) or \
-                entry.get("pid") == server.pid:
-            return report, entry
-    return None
+    entry = report_entry(server, report)
+    return None if entry is None else (report, entry)
 
 
 def server_recommendation(server: Server, workload: str | None = None) -> dict[str, Any] | None:
@@ -89,7 +87,10 @@ def host_recommend(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
 
 def _servers_in_scope(request: HttpRequest) -> tuple[list[Server], str]:
     """Servers chosen by ``?server=<id>``, ``?host=<code>`` or ``?model=<substring>``."""
-    running = Server.objects.filter(is_running=True).select_related("host", "last_report")
+    # Without the reports (stored plans need none; LazyPlanner loads the few it needs) nor
+    # the big JSON columns (last_metrics_snapshot: 160 ms of decoding for the demo's 40).
+    running = Server.objects.filter(is_running=True).select_related("host").defer(
+        "last_metrics_snapshot", "failed_start", "env", "errors", "kubernetes")
     server = request.GET.get("server", "")
     if server:
         # ASCII digits within bigint only: isdigit() let "²" reach int() (a 500)
@@ -115,44 +116,34 @@ def _servers_in_scope(request: HttpRequest) -> tuple[list[Server], str]:
 #: Server plans per page of the upgrade planner.
 PLANS_PER_PAGE = 10
 
-#: Seconds a planner answer is reused. The key holds the KB version and every server's latest
-#: report id, so a new report or rule change is a new key; the timeout only bounds memory.
-PLAN_CACHE_S = 600
 
-
-def _cached(kind: str, servers: list[Server], extra: Any, compute: Any) -> Any:
-    """``compute()`` memoised in Django's cache on (kind, KB version, servers' latest
-    reports, extra): a planner page evaluates every server once per candidate (4.7 s for
-    the demo's 38 hosts, issue 13.10); a repeat visit with nothing new reads the answer."""
-    import hashlib
-
-    from django.core.cache import cache
-
-    from audit.rulebook import current_knowledge_base
-
-    parts = [kind, current_knowledge_base().version, repr(extra),
-             *(f"{s.pk}:{s.last_report_id}" for s in sorted(servers, key=lambda s: s.pk))]
-    key = "plan:" + hashlib.sha256("|".join(parts).encode()).hexdigest()
-    found = cache.get(key)
-    if found is None:
-        found = compute()
-        cache.set(key, found, PLAN_CACHE_S)
-    return found
-
-
-def _plans(servers: list[Server], target: str | None) -> tuple[list[dict], list[dict]]:
-    """(plans for ``target``, pending-upgrade plans) for the servers."""
+def _plans(servers: list[Server], target: str | None,
+           ) -> tuple[list[dict], list[dict], int]:
+    """(plans for ``target``, pending-upgrade plans, servers not planned yet) for the
+    servers: stored rows first (:func:`advice.plans.current_rows`), the rest planned here
+    (:class:`advice.plans.LazyPlanner`, bounded)."""
+    kb = current_knowledge_base()
+    rows = current_rows(servers, kb.version)
+    planned = dict(rows.values_list("server_id", "fingerprint").distinct())
+    # A target in another spelling (v0.27.0) is planned as typed, as before (target_raw).
+    stored_target = target if target and planner.normalise_target(target) == target else None
+    stored: dict[tuple[int, bool], list[dict]] = {}
+    wanted = Q(pending=True) | Q(pending=False, target=stored_target or "")
+    for server_id, pending, plan in rows.filter(wanted).values_list("server_id", "pending",
+                                                                    "plan"):
+        stored.setdefault((server_id, pending), []).append(plan)
+    lazy = LazyPlanner(kb, planned)
     plans, pending = [], []
     for server in servers:
-        found = _report_entry(server)
-        if found is None:
-            continue
-        report, entry = found
         if target:
-            plans.append({"server": server, **planner.plan_server(entry, report, target)})
-        for plan in planner.pending_upgrades({**report, "servers": [entry]}):
-            pending.append({"server": server, **plan})
-    return plans, pending
+            found = stored.get((server.pk, False))
+            plan = found[0] if found else lazy.plan(server, target)
+            if plan is not None:
+                plans.append({"server": server, **plan})
+        waiting = stored.get((server.pk, True), []) if server.pk in planned else \
+            lazy.pending(server)
+        pending += [{"server": server, **plan} for plan in waiting or []]
+    return plans, pending, len(lazy.skipped)
 
 
 @login_required
@@ -166,7 +157,7 @@ def plan_upgrade(request: HttpRequest) -> HttpResponse:
             planner.normalise_target(target)
         except ValueError as exc:
             error, target = str(exc), None
-    plans, pending = _cached("upgrade", servers, target, lambda: _plans(servers, target))
+    plans, pending, unplanned = _plans(servers, target)
     # Summary first, worst first, paginated (issue 13.10: 38 hosts made an 11,858 px page).
     order = {"blocked": 0, "risky": 1, "safe": 2}
     plans = sorted(plans, key=lambda p: (order.get(p["verdict"], 3), str(p["server"])))
@@ -177,8 +168,9 @@ def plan_upgrade(request: HttpRequest) -> HttpResponse:
     return render(request, "advice/recommend_plan.html", {
         "target": target, "scope": scope, "plans": page.object_list, "page": page,
         "page_qs": query.urlencode(), "summary": summary, "pending": pending, "error": error,
-        "known_versions": planner.known_versions(), "hosts": Host.objects.order_by("hostname"),
-        "query": request.GET})
+        "unplanned": unplanned,
+        "known_versions": planner.known_versions(current_knowledge_base()),
+        "hosts": Host.objects.order_by("hostname"), "query": request.GET})
 
 
 @login_required
@@ -186,42 +178,52 @@ def plan_fleet(request: HttpRequest) -> HttpResponse:
     """How many servers each candidate version would block or put at risk."""
     raw = (request.GET.get("candidates") or "").replace(",", " ").split()
     error = None
+    # The active KB (an installed bundle's verified_through), not the planner's built-in
+    # default: the rows were stored for its releases, and loading a second KB cost 2-6 s.
+    known = planner.known_versions(current_knowledge_base())
     try:
-        candidates = [planner.normalise_target(c) for c in raw] or planner.known_versions()
+        candidates = [planner.normalise_target(c) for c in raw] or known
     except ValueError as exc:
-        error, candidates = str(exc), planner.known_versions()
-    running = Server.objects.filter(is_running=True)
-    servers = list(running.only("pk", "last_report_id"))  # the cache key, without reports
-    # Two levels: a repeat visit with no new report reads the rows (key: servers' latest
-    # reports); a new report re-plans only distinct configurations (fleet_rows).
-    rows = _cached("fleet", servers, candidates, lambda: fleet_rows(candidates))
+        error, candidates = str(exc), known
+    servers = list(Server.objects.filter(is_running=True)
+                   .only("pk", "pid", "base_url", "last_report_id"))
+    rows = fleet_rows(servers, candidates)
     return render(request, "advice/recommend_fleet.html", {
-        "rows": rows, "error": error, "candidates": " ".join(raw)})
+        "rows": rows, "error": error, "candidates": " ".join(raw),
+        "unplanned": max((r["unplanned"] for r in rows), default=0)})
 
 
-#: Seconds a fleet upgrade view stays cached; any new report, server or KB changes its key
-#: first (the key is the fleet's configurations and the KB version), this only bounds memory.
-FLEET_PLAN_CACHE_S = 3600
-
-
-def fleet_rows(candidates: list[str]) -> list[dict[str, Any]]:
-    """:func:`advice.planner.plan_fleet` rows (without the per-server plans) for every
-    running server, cached per KB version + fleet fingerprint (the sorted configuration
-    fingerprints of the running servers) + candidates: the page costs one pass over the
-    latest reports when nothing changed, and configurations x candidates rule evaluations
-    when something did (issue 16: 344 servers x 13 versions took 40 s uncached)."""
-    reports = []
-    for server in Server.objects.filter(is_running=True).select_related("last_report"):
-        found = _report_entry(server)
-        if found:
-            reports.append({**found[0], "servers": [found[1]]})
-    fingerprints = sorted(planner.server_fingerprint(r["servers"][0], r) for r in reports)
-    digest = hashlib.sha256(json.dumps([planner.active_kb_version(), candidates,
-                                        fingerprints]).encode()).hexdigest()
-    key = f"advice:plan-fleet:{digest}"
-    rows = cache.get(key)
-    if rows is None:
-        fleet = planner.plan_fleet(reports, candidates)
-        rows = [{k: v for k, v in row.items() if k != "plans"} for row in fleet["candidates"]]
-        cache.set(key, rows, FLEET_PLAN_CACHE_S)
-    return rows
+def fleet_rows(servers: list[Server], candidates: list[str]) -> list[dict[str, Any]]:
+    """Per candidate (PEP 440 strings): ``{"target", "servers", "blocked", "risky", "safe",
+    "breaks", "configurations", "unplanned"}`` over ``servers``, from their stored verdicts
+    (one query, no report read); a server without a current row is planned here per
+    configuration (bounded; ``unplanned`` counts those left for a later visit). Servers
+    without a stored report are left out, as before."""
+    kb = current_knowledge_base()
+    verdicts: dict[tuple[int, str], str] = {}
+    fingerprints: dict[int, str] = {}
+    for server_id, target, word, fingerprint in (
+            current_rows(servers, kb.version)
+            .filter(pending=False, target__in=candidates)
+            .values_list("server_id", "target", "verdict", "fingerprint")):
+        verdicts[(server_id, target)] = word
+        fingerprints[server_id] = fingerprint
+    lazy = LazyPlanner(kb, fingerprints)
+    out = []
+    for target in candidates:
+        counts = {"blocked": 0, "risky": 0, "safe": 0}
+        configurations, unplanned = set(), 0
+        for server in servers:
+            word = verdicts.get((server.pk, target))
+            if word is None:
+                plan = lazy.plan(server, target)
+                if plan is None:  # over the budget (skipped), or no stored report
+                    unplanned += server.pk in lazy.skipped
+                    continue
+                word = plan["verdict"]
+            counts[word] = counts.get(word, 0) + 1
+            configurations.add(lazy.fingerprint(server))
+        out.append({"target": target, "servers": sum(counts.values()), **counts,
+                    "breaks": counts["blocked"], "configurations": len(configurations),
+                    "unplanned": unplanned})
+    return out

@@ -49,8 +49,11 @@ def evaluate_report(report_id: str) -> bool:
         if outcome.opened or outcome.resolved or outcome.failures:
             log.info("report %s server %s: opened %s resolved %s failed %s", report_id,
                      outcome.server_id, outcome.opened, outcome.resolved, outcome.failures)
-    # Consumers of finding events (the alerts outbox) listen; audit imports none of them.
-    findings_evaluated.send(sender=evaluate_report)
+    # Consumers of finding events (the alerts outbox, advice's stored plans) listen; audit
+    # imports none of them.
+    findings_evaluated.send(sender=evaluate_report, report_id=str(report_id),
+                            config_evaluated=[o.server_id for o in outcomes
+                                              if "config" in o.cadences])
     return True
 
 

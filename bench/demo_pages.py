@@ -6,6 +6,10 @@ then one ``simulate_fleet --once`` round of every demo host's real agent against
 with Django's test client in this process (median of REPEAT warm requests after one cold
 one). Target: every page under 300 ms (BENCHMARKS.md). Not a test: it prints a table.
 
+The planner pages keep no whole-page cache: they read the plans the worker stored while the
+simulator's reports were evaluated (``advice.plans``), so "cold" (a fresh process, empty
+cache) is also the first visit after new reports.
+
 Run: ``.venv/bin/python bench/demo_pages.py`` (no PostgreSQL or Redis needed).
 """
 
@@ -22,7 +26,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 REPEAT = 5
-PAGES = ("/", "/findings/", "/versions/", "/kb/", "/plan/fleet/", "/plan/?target={target}")
+#: ``/plan/?target=0.27.1``: a release the planner lists (stored by the worker);
+#: ``/plan/?target=0.27.0``: the target the issue timed, typed by hand (no timeline release),
+#: planned on the visit at most ``advice.plans.LAZY_CONFIGURATIONS`` configurations a time.
+PAGES = ("/", "/findings/", "/versions/", "/kb/", "/plan/fleet/", "/plan/?target=0.27.1",
+         "/plan/?target=0.27.0")
 TARGET_MS = 300
 
 
@@ -62,8 +70,9 @@ def seed(tmp: Path) -> dict[str, str]:
     return env
 
 
-def measure() -> list[tuple[str, float, float, int]]:
-    """(page, cold ms, warm median ms, status) per page; runs inside the seeded settings."""
+def measure() -> list[tuple[str, float, float, float, int]]:
+    """(page, cold ms, cold CPU ms, warm median ms, status) per page; runs inside the seeded
+    settings. CPU time (this process) says more than wall time on a loaded machine."""
     import django
 
     django.setup()
@@ -75,17 +84,20 @@ def measure() -> list[tuple[str, float, float, int]]:
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(get_user_model().objects.filter(is_superuser=True).first()
                        or get_user_model().objects.first())
-    target = "0.27.0"  # the upgrade the issue timed (2.5 s before)
-    print(f"{Host.objects.count()} hosts, {Server.objects.count()} servers")
+    from advice.models import ServerPlan
+
+    print(f"{Host.objects.count()} hosts, {Server.objects.count()} servers, "
+          f"{ServerPlan.objects.count()} stored plans "
+          f"({ServerPlan.objects.values('fingerprint').distinct().count()} configurations)")
     out = []
-    for page in PAGES:
-        url = page.format(target=target)
-        times = []
+    for url in PAGES:
+        times, cpu = [], []
         for _ in range(REPEAT + 1):
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             status = client.get(url).status_code
             times.append((time.perf_counter() - started) * 1000)
-        out.append((url, times[0], statistics.median(times[1:]), status))
+            cpu.append((time.process_time() - started_cpu) * 1000)
+        out.append((url, times[0], cpu[0], statistics.median(times[1:]), status))
     return out
 
 
@@ -95,10 +107,12 @@ def main() -> None:
         os.environ.update(env)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         sys.path.insert(0, str(REPO))
-        print(f"{'page':32} {'cold ms':>8} {'warm ms':>8}  status  target {TARGET_MS} ms")
-        for url, cold, warm, status in measure():
-            verdict = "met" if warm < TARGET_MS else "MISSED"
-            print(f"{url:32} {cold:8.0f} {warm:8.0f}  {status:6}  {verdict}")
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"{'page':32} {'cold ms':>8} {'cold CPU':>8} {'warm ms':>8}  status  "
+              f"target {TARGET_MS} ms (cold and warm)")
+        for url, cold, cold_cpu, warm, status in measure():
+            verdict = "met" if max(cold, warm) < TARGET_MS else "MISSED"
+            print(f"{url:32} {cold:8.0f} {cold_cpu:8.0f} {warm:8.0f}  {status:6}  {verdict}")
 
 
 if __name__ == "__main__":

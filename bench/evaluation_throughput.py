@@ -13,6 +13,11 @@ default ``AUDIT_METRICS_INTERVAL_S=300`` the split of issue 4 shows up by itself
 * reports 2..10: nothing due (fingerprint unchanged, metric window not reached) - "skip";
 * report 11 (300 s later): metric rules only - "metrics".
 
+After a report whose config rules ran, the upgrade plans of those servers are stored
+(``advice.plans.store_plans``, what ``audit.tasks.evaluate_report``'s receiver does): "plan"
+when the configuration was evaluated for every release the KB knows, "plan-copy" when an
+identical configuration's plans were copied (hosts share the capture's argv).
+
 Baseline measured in the same run: ``KnowledgeBase.evaluate(ctx)`` on the same contexts,
 in memory (no database, no findings): the ratio says what the database work adds.
 
@@ -74,6 +79,7 @@ def ingest(hosts: list[tuple[str, str, str]], reports: int) -> list[str]:
 def evaluate_all(report_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
     """Derive then evaluate every report (the worker's two steps); ``{kind: [(wall_s, cpu_s),
     ...]}`` by cadences that ran, plus ``derive`` (servers, GPUs, samples from the raw body)."""
+    from advice.plans import store_plans
     from audit.evaluation import evaluate_report
     from fleet.recording import derive_report
 
@@ -89,6 +95,12 @@ def evaluate_all(report_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
         kind = {("config", "metrics"): "full", ("metrics",): "metrics",
                 ("config",): "config"}.get(tuple(cadences), "skip")
         timings[kind].append((wall, cpu))
+        configured = [o.server_id for o in outcomes or [] if "config" in o.cadences]
+        if configured:  # what the task's findings_evaluated receiver does next (advice)
+            wall, cpu = time.perf_counter(), time.process_time()
+            evaluated = store_plans(report_id, configured)
+            timings["plan" if evaluated else "plan-copy"].append(
+                (time.perf_counter() - wall, time.process_time() - cpu))
     return timings
 
 
@@ -137,7 +149,7 @@ def run(args: argparse.Namespace) -> None:
         timings = evaluate_all(report_ids)
         bare = median(baseline(report_ids))
         per_kind = {}
-        for kind in ("derive", "full", "metrics", "config", "skip"):
+        for kind in ("derive", "full", "metrics", "config", "skip", "plan", "plan-copy"):
             rows = timings.get(kind, [])
             if not rows:
                 continue
