@@ -88,14 +88,17 @@ def _identity_from_argv(argv: list[str]) -> str:
     return f"port:{DEFAULT_VLLM_PORT}"
 
 
-def store_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:
+def store_report(host: Host, wire: WireReport,
+                 raw: dict[str, Any]) -> tuple[Report | None, bool]:
     """Insert the raw report (the only write ingest does before its 202).
 
     ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept verbatim,
     unknown fields included). Returns ``(report_row, created)``; ``created`` is False for
-    a re-sent ``report_id`` (stored once). Inside a transaction the insert runs in a
-    savepoint so a duplicate hits the unique constraint without breaking the caller's
-    transaction; outside (ingest) it is one autocommitted INSERT, committed on return.
+    a re-sent ``report_id`` (stored once); ``(None, False)`` when the insert failed and no
+    report has that id (the host row is gone: its foreign key). Inside a transaction the
+    insert runs in a savepoint so a duplicate hits the unique constraint without breaking
+    the caller's transaction; outside (ingest) it is one autocommitted INSERT, committed on
+    return.
     """
     fields = {"host": host, "report_id": wire.report_id, "schema_version": wire.schema_version,
               "raw": raw, "collected_at": wire.collected_at}
@@ -106,7 +109,7 @@ def store_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Rep
         else:  # autocommit: one INSERT, one round trip (ingest's hot path)
             report = Report.objects.create(**fields)
     except IntegrityError:
-        return Report.objects.get(report_id=wire.report_id), False
+        return Report.objects.filter(report_id=wire.report_id).first(), False
     return report, True
 
 
