@@ -287,6 +287,9 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fleet-audit@localhost")
 AUDIT_RULES_DIR = env_str("AUDIT_RULES_DIR")
 #: Metric rules run at most this often per server (issue 4: every 5 minutes).
 AUDIT_METRICS_INTERVAL_S = env_int("AUDIT_METRICS_INTERVAL_S", 300, minimum=0)
+#: A finding presumed still firing (its rule not due) has its last_seen refreshed once it is
+#: this many seconds old, not on every report (audit.steady, issue 14; 0: every report).
+AUDIT_FINDING_SEEN_REFRESH_S = env_int("AUDIT_FINDING_SEEN_REFRESH_S", 300, minimum=0)
 #: A slot that restarted this many times within the window is a crash loop (issue 20).
 AUDIT_CRASH_LOOP_RESTARTS = env_int("AUDIT_CRASH_LOOP_RESTARTS", 3, minimum=1)
 AUDIT_CRASH_LOOP_WINDOW_S = env_int("AUDIT_CRASH_LOOP_WINDOW_S", 600, minimum=60)
