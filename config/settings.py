@@ -198,9 +198,10 @@ INGEST_RATE = env_rate("INGEST_RATE", "1/5s")
 INGEST_BURST = env_int("INGEST_BURST", 10, minimum=1)
 #: Seconds an agent is told to wait (Retry-After) when the database is unreachable.
 INGEST_RETRY_AFTER_S = 30
-#: Seconds a web worker reuses a live token's lookup (fleet.token_cache, issue 14): a revoked
-#: token is refused within this bound by every worker (at once by the one that revoked it).
-INGEST_TOKEN_CACHE_S = env_int("INGEST_TOKEN_CACHE_S", 5, minimum=0)
+#: Seconds a web worker may reuse a live token's lookup (fleet.token_cache, issue 14). A
+#: revocation through the models is seen at the next request (shared epoch in Redis); this
+#: bounds changes that bypass them (QuerySet.update, SQL by hand). 0 turns the cache off.
+INGEST_TOKEN_CACHE_S = env_int("INGEST_TOKEN_CACHE_S", 300, minimum=0)
 #: How far ahead of this server's clock a report's collected_at may be (seconds): clock skew
 #: between nodes is tolerated, a 2099 timestamp that would hide every later report is not.
 COLLECTED_AT_MAX_AHEAD_S = env_int("COLLECTED_AT_MAX_AHEAD_S", 300, minimum=0)

@@ -59,7 +59,7 @@ class AgentTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
         count = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
-        token_cache.forget_all()  # update() sends no signal; other workers: within the TTL
+        token_cache.bump_epoch()  # update() sends no signal: every worker forgets them
         self.message_user(request, f"Revoked {count} token(s).")
 
 

@@ -71,8 +71,8 @@ class TokenAuth(HttpBearer):
 
     A token waiting for an admin's approval (re-enrollment of a known machine) is refused
     with 403 and says so; unknown and revoked tokens get 401. A live token's lookup is
-    reused for ``INGEST_TOKEN_CACHE_S`` seconds (:mod:`fleet.token_cache`: revocation takes
-    effect within that bound in every web worker).
+    reused while nothing about tokens changed (:mod:`fleet.token_cache`, which says how fast
+    a revocation takes effect).
     """
 
     def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
