@@ -9,6 +9,7 @@ stored raw but does not roll the host's state back (spool replays arrive late).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import Any
@@ -106,11 +107,42 @@ def store_report(host: Host, wire: WireReport,
         if connection.in_atomic_block:
             with transaction.atomic():
                 report = Report.objects.create(**fields)
-        else:  # autocommit: one INSERT, one round trip (ingest's hot path)
+        elif connection.vendor == "postgresql":  # ingest's hot path
+            report = _insert_bound(fields)
+        else:  # autocommit: one INSERT, one round trip
             report = Report.objects.create(**fields)
     except IntegrityError:
+        report = None  # the host's foreign key (a duplicate is no error on PostgreSQL)
+    if report is None:
         return Report.objects.filter(report_id=wire.report_id).first(), False
     return report, True
+
+
+#: Ingest's one statement (issue 14). A duplicate report_id inserts nothing and returns no
+#: row; columns without a database default are given theirs (``Report``'s field defaults).
+_INSERT_SQL = (
+    "INSERT INTO fleet_report (host_id, report_id, schema_version, raw, received_at, "
+    "collected_at, evaluation_error, evaluation_attempts, keep, keep_reason) "
+    "VALUES (%s, %s, %s, %s::jsonb, %s, %s, '', 0, false, '') "
+    "ON CONFLICT (report_id) DO NOTHING RETURNING id")
+
+
+def _insert_bound(fields: dict[str, Any]) -> Report | None:
+    """Insert with the parameters bound by the server (a plain psycopg cursor; Django's is
+    client-side and quotes the 55 KB body into the SQL text first): the row as a ``Report``,
+    or None for a duplicate. Raises Django's ``IntegrityError``/``OperationalError``."""
+    import psycopg
+
+    received_at = timezone.now()
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_INSERT_SQL, (
+            fields["host"].pk, fields["report_id"], fields["schema_version"],
+            json.dumps(fields["raw"]), received_at, fields["collected_at"]))
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return Report(id=row[0], received_at=received_at, **fields)
 
 
 def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:

@@ -27,6 +27,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
+from fleet import ratelimit
+
 log = logging.getLogger(__name__)
 
 #: Most entries kept (one per live token used through this process); past it the cache is
@@ -42,6 +44,9 @@ _entries: dict[str, tuple[float, int, Any]] = {}
 def current_epoch() -> int | None:
     """The shared token epoch, or None when the cache does not answer."""
     try:
+        if ratelimit.uses_redis():  # one GET on the process's client (no client per call)
+            return int(ratelimit.redis_client().get(cache.make_and_validate_key(EPOCH_KEY))
+                       or 0)
         return int(cache.get(EPOCH_KEY) or 0)
     except Exception as exc:  # noqa: BLE001 - any cache backend error: no caching then
         log.warning("token cache epoch unavailable, looking tokens up: %s", exc)
