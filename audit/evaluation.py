@@ -5,7 +5,9 @@ nothing behind and the redelivered task starts again):
 
 1. claim the report row (``select_for_update(skip_locked=True)`` on an unevaluated
    row) and lock its host, so two workers never evaluate the same report and
-   two reports of one host never race on the same findings;
+   two reports of one host never race on the same findings; on PostgreSQL the claim, the
+   lock and the "nothing due" decision take three statements (:mod:`audit.steady`) and
+   the steps below run only when something is due;
 2. per server, decide what is due: config rules when the config fingerprint
    (process, version, installed version, argv, env, template, GPUs, KB version)
    changed, metric rules when ``AUDIT_METRICS_INTERVAL_S`` passed since the last
@@ -25,12 +27,13 @@ import hashlib
 import json
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from audit import steady
 from audit.crashloop import evaluate_failed_starts
 from audit.kb.context import build_context
 from audit.kb.engine import Evaluation
@@ -39,7 +42,6 @@ from audit.outcomes import ServerOutcome, upsert_finding
 from audit.rulebook import current_knowledge_base
 from fleet.models import ChangeEvent, Host, Report, Server, future_cutoff
 from fleet.recording import server_identity
-from fleet_agent.schema import ServerInfo
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +58,22 @@ def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
     evaluated, or being evaluated by another worker right now.
     """
     with transaction.atomic():
-        report = (Report.objects.select_for_update(skip_locked=True)
-                  .filter(report_id=report_id, evaluated_at=None).first())
-        if report is None:
-            return None
-        host = Host.objects.select_for_update().get(pk=report.host_id)
+        if steady.supported():  # PostgreSQL: nothing due is decided first, in 3 statements
+            claimed = steady.claim(report_id)
+            if claimed is None:
+                return None
+            outcomes = steady.nothing_due(current_knowledge_base(), claimed, future_cutoff(),
+                                          _metrics_interval_s(), _identity, config_fingerprint)
+            if outcomes is not None:
+                return outcomes
+            report = Report.objects.get(pk=claimed.id)  # both rows are locked already
+            host = Host.objects.get(pk=claimed.host_id)
+        else:
+            report = (Report.objects.select_for_update(skip_locked=True)
+                      .filter(report_id=report_id, evaluated_at=None).first())
+            if report is None:
+                return None
+            host = Host.objects.select_for_update().get(pk=report.host_id)
         outcomes = _evaluate_locked(host, report)
         report.evaluated_at = timezone.now()
         report.evaluation_error = "; ".join(
@@ -118,12 +131,19 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
     return outcomes
 
 
+class _Slot(NamedTuple):
+    """What :func:`fleet.recording.server_identity` reads of a ``ServerInfo``."""
+
+    base_url: str | None
+    argv: list[str]
+
+
 def _identity(raw_server: dict) -> str:
     """The server's slot from its stored (already validated) raw entry, without validating
     the whole entry again (its /metrics text is 50 KB): only base_url and argv matter."""
     argv = raw_server.get("argv")
-    return server_identity(ServerInfo.model_construct(
-        base_url=raw_server.get("base_url"), argv=argv if isinstance(argv, list) else []))
+    slot = _Slot(raw_server.get("base_url"), argv if isinstance(argv, list) else [])
+    return server_identity(slot)  # type: ignore[arg-type]  (duck-typed: the two fields)
 
 
 class _LazyContexts:
@@ -193,11 +213,13 @@ def _with_restart_history(ctx: dict, server: Server, report: Report) -> dict:
 
 
 def _still_seen(server: Server, report: Report, kb: Any, skipped: set[str]) -> None:
-    """Rules not due this time are presumed still firing: refresh their last_seen."""
+    """Rules not due this time are presumed still firing: refresh their last_seen, once it
+    is ``AUDIT_FINDING_SEEN_REFRESH_S`` old (bounded staleness, :mod:`audit.steady`)."""
     if not skipped:
         return
     rule_ids = [rule.id for rule in kb.rules if rule.cadence in skipped]
-    server.findings.active().filter(rule_id__in=rule_ids).update(
+    stale = report.collected_at - timedelta(seconds=steady.seen_refresh_s())
+    server.findings.active().filter(rule_id__in=rule_ids, last_seen__lte=stale).update(
         last_seen=report.collected_at, last_report=report)
 
 
@@ -214,10 +236,13 @@ def _run(kb: Any, cadences: list[str], ctx: dict, contexts: _LazyContexts, index
     return kb.evaluate(ctx, cadence="metrics")
 
 
+def _metrics_interval_s() -> int:
+    return getattr(settings, "AUDIT_METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S)
+
+
 def _metrics_due(state: ServerAuditState, at: datetime) -> bool:
-    interval = getattr(settings, "AUDIT_METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S)
     last = state.metrics_evaluated_at
-    return last is None or at - last >= timedelta(seconds=interval)
+    return last is None or at - last >= timedelta(seconds=_metrics_interval_s())
 
 
 def config_fingerprint(raw_server: dict, gpus: list[dict], kb_version: str) -> str:

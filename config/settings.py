@@ -201,6 +201,10 @@ INGEST_RATE = env_rate("INGEST_RATE", "1/5s")
 INGEST_BURST = env_int("INGEST_BURST", 10, minimum=1)
 #: Seconds an agent is told to wait (Retry-After) when the database is unreachable.
 INGEST_RETRY_AFTER_S = 30
+#: Seconds a web worker may reuse a live token's lookup (fleet.token_cache, issue 14). A
+#: revocation through the models is seen at the next request (shared epoch in Redis); this
+#: bounds changes that bypass them (QuerySet.update, SQL by hand). 0 turns the cache off.
+INGEST_TOKEN_CACHE_S = env_int("INGEST_TOKEN_CACHE_S", 300, minimum=0)
 #: How far ahead of this server's clock a report's collected_at may be (seconds): clock skew
 #: between nodes is tolerated, a 2099 timestamp that would hide every later report is not.
 COLLECTED_AT_MAX_AHEAD_S = env_int("COLLECTED_AT_MAX_AHEAD_S", 300, minimum=0)
@@ -289,6 +293,9 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fleet-audit@localhost")
 AUDIT_RULES_DIR = env_str("AUDIT_RULES_DIR")
 #: Metric rules run at most this often per server (issue 4: every 5 minutes).
 AUDIT_METRICS_INTERVAL_S = env_int("AUDIT_METRICS_INTERVAL_S", 300, minimum=0)
+#: A finding presumed still firing (its rule not due) has its last_seen refreshed once it is
+#: this many seconds old, not on every report (audit.steady, issue 14; 0: every report).
+AUDIT_FINDING_SEEN_REFRESH_S = env_int("AUDIT_FINDING_SEEN_REFRESH_S", 300, minimum=0)
 #: A slot that restarted this many times within the window is a crash loop (issue 20).
 AUDIT_CRASH_LOOP_RESTARTS = env_int("AUDIT_CRASH_LOOP_RESTARTS", 3, minimum=1)
 AUDIT_CRASH_LOOP_WINDOW_S = env_int("AUDIT_CRASH_LOOP_WINDOW_S", 600, minimum=60)

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from fleet import token_cache
 from fleet.models import AgentToken, ChangeEvent, EnrollmentSecret, Gpu, Host, Report, Server
 
 
@@ -58,6 +59,7 @@ class AgentTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
         count = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
+        token_cache.bump_epoch()  # update() sends no signal: every worker forgets them
         self.message_user(request, f"Revoked {count} token(s).")
 
 

@@ -28,6 +28,7 @@ from ninja.responses import Status
 from ninja.security import HttpBearer
 
 from fleet import probes as fleet_probes
+from fleet import token_cache
 from fleet.bodies import BodyError, read_capped_body
 from fleet.client_ip import client_ip, client_ip_or_none
 from fleet.models import AgentToken, EnrollmentSecret, Host, Report, future_cutoff, sha256_hex
@@ -69,11 +70,13 @@ class TokenAuth(HttpBearer):
     """Bearer host token, looked up by sha256 before anything else touches the request.
 
     A token waiting for an admin's approval (re-enrollment of a known machine) is refused
-    with 403 and says so; unknown and revoked tokens get 401.
+    with 403 and says so; unknown and revoked tokens get 401. A live token's lookup is
+    reused while nothing about tokens changed (:mod:`fleet.token_cache`, which says how fast
+    a revocation takes effect).
     """
 
     def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
-        agent_token = AgentToken.lookup(token)
+        agent_token = token_cache.live_or_pending(token)
         if agent_token is None:
             return None
         if agent_token.pending:
@@ -321,16 +324,21 @@ def submit_report(request: HttpRequest) -> Status:
     # One autocommitted INSERT (no BEGIN/SAVEPOINT/COMMIT round trips); on_commit outside a
     # transaction runs at once, i.e. after that INSERT committed.
     report, created = store_report(token.host, wire, raw)
+    if report is None:  # the host was deleted while its token was cached (fleet.token_cache)
+        token_cache.forget(token.token_hash)
+        raise AuthenticationError()
     if created:
         transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
     answer = {"report_id": str(report.report_id), "duplicate": not created}
-    return Status(202, _with_probe_requests(answer, token.host, wire, created))
+    return Status(202, _with_probe_requests(answer, token, wire, created))
 
 
-def _with_probe_requests(answer: dict[str, Any], host: Any, wire: Any,
+def _with_probe_requests(answer: dict[str, Any], token: Any, wire: Any,
                          created: bool) -> dict[str, Any]:
-    """Add the live probes due on this report's servers (issue 17) to the 202 answer."""
-    if created:
+    """Add the live probes due on this report's servers (issue 17) to the 202 answer; a host
+    without an enabled policy (``has_probes`` of the token lookup) costs no query."""
+    host = token.host
+    if created and getattr(token, "has_probes", True):
         due = fleet_probes.due_requests(host, [server_identity(s) for s in wire.servers])
         if due:
             answer["probes"] = due

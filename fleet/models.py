@@ -195,10 +195,13 @@ class AgentToken(models.Model):
 
     @classmethod
     def lookup(cls, plaintext: str) -> AgentToken | None:
-        """The unrevoked token (live or pending) matching ``plaintext``, or None."""
+        """The unrevoked token (live or pending) matching ``plaintext``, or None; with its
+        ``host`` and ``has_probes`` (the host has an enabled :class:`ProbePolicy`), one query."""
+        probes = ProbePolicy.objects.filter(host=models.OuterRef("host_id"), enabled=True)
         return (cls.objects.select_related("host", "secret")
                 .filter(token_hash=sha256_hex(plaintext), revoked_at=None)
-                .exclude(secret__revoked_at__isnull=False).first())
+                .exclude(secret__revoked_at__isnull=False)
+                .annotate(has_probes=models.Exists(probes)).first())
 
     @classmethod
     def authenticate(cls, plaintext: str) -> AgentToken | None:
@@ -224,6 +227,7 @@ class AgentToken(models.Model):
         now = timezone.now()
         if self.last_used_at is None or now - self.last_used_at > timedelta(minutes=1):
             AgentToken.objects.filter(pk=self.pk).update(last_used_at=now)
+            self.last_used_at = now  # a cached token (fleet.token_cache) is reused
 
 
 class Report(models.Model):

@@ -9,6 +9,7 @@ stored raw but does not roll the host's state back (spool replays arrive late).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import Any
@@ -88,14 +89,17 @@ def _identity_from_argv(argv: list[str]) -> str:
     return f"port:{DEFAULT_VLLM_PORT}"
 
 
-def store_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:
+def store_report(host: Host, wire: WireReport,
+                 raw: dict[str, Any]) -> tuple[Report | None, bool]:
     """Insert the raw report (the only write ingest does before its 202).
 
     ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept verbatim,
     unknown fields included). Returns ``(report_row, created)``; ``created`` is False for
-    a re-sent ``report_id`` (stored once). Inside a transaction the insert runs in a
-    savepoint so a duplicate hits the unique constraint without breaking the caller's
-    transaction; outside (ingest) it is one autocommitted INSERT, committed on return.
+    a re-sent ``report_id`` (stored once); ``(None, False)`` when the insert failed and no
+    report has that id (the host row is gone: its foreign key). Inside a transaction the
+    insert runs in a savepoint so a duplicate hits the unique constraint without breaking
+    the caller's transaction; outside (ingest) it is one autocommitted INSERT, committed on
+    return.
     """
     fields = {"host": host, "report_id": wire.report_id, "schema_version": wire.schema_version,
               "raw": raw, "collected_at": wire.collected_at}
@@ -103,11 +107,42 @@ def store_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Rep
         if connection.in_atomic_block:
             with transaction.atomic():
                 report = Report.objects.create(**fields)
-        else:  # autocommit: one INSERT, one round trip (ingest's hot path)
+        elif connection.vendor == "postgresql":  # ingest's hot path
+            report = _insert_bound(fields)
+        else:  # autocommit: one INSERT, one round trip
             report = Report.objects.create(**fields)
     except IntegrityError:
-        return Report.objects.get(report_id=wire.report_id), False
+        report = None  # the host's foreign key (a duplicate is no error on PostgreSQL)
+    if report is None:
+        return Report.objects.filter(report_id=wire.report_id).first(), False
     return report, True
+
+
+#: Ingest's one statement (issue 14). A duplicate report_id inserts nothing and returns no
+#: row; columns without a database default are given theirs (``Report``'s field defaults).
+_INSERT_SQL = (
+    "INSERT INTO fleet_report (host_id, report_id, schema_version, raw, received_at, "
+    "collected_at, evaluation_error, evaluation_attempts, keep, keep_reason) "
+    "VALUES (%s, %s, %s, %s::jsonb, %s, %s, '', 0, false, '') "
+    "ON CONFLICT (report_id) DO NOTHING RETURNING id")
+
+
+def _insert_bound(fields: dict[str, Any]) -> Report | None:
+    """Insert with the parameters bound by the server (a plain psycopg cursor; Django's is
+    client-side and quotes the 55 KB body into the SQL text first): the row as a ``Report``,
+    or None for a duplicate. Raises Django's ``IntegrityError``/``OperationalError``."""
+    import psycopg
+
+    received_at = timezone.now()
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_INSERT_SQL, (
+            fields["host"].pk, fields["report_id"], fields["schema_version"],
+            json.dumps(fields["raw"]), received_at, fields["collected_at"]))
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return Report(id=row[0], received_at=received_at, **fields)
 
 
 def record_report(host: Host, wire: WireReport, raw: dict[str, Any]) -> tuple[Report, bool]:

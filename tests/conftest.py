@@ -36,7 +36,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _fresh_cache(request: pytest.FixtureRequest) -> None:
-    """Rate-limit buckets live in the cache; each test starts with an empty one.
+    """Rate-limit buckets live in the cache, token lookups in the process (fleet.token_cache);
+    each test starts with both empty.
 
     Pure-Python suites may run without Django (``-p no:django``): nothing to clear then.
     """
@@ -44,7 +45,10 @@ def _fresh_cache(request: pytest.FixtureRequest) -> None:
         return
     from django.core.cache import cache
 
+    from fleet import token_cache
+
     cache.clear()
+    token_cache.forget_all()  # tokens of a rolled-back test never answer for another one
 
 
 def iso(ts: datetime) -> str:

@@ -176,9 +176,10 @@ def test_a_report_for_an_unknown_id_is_ignored():
     assert evaluation.evaluate_report(uuid.uuid4()) is None
 
 
-def test_a_steady_report_refreshes_last_seen_without_re_running_the_rules(ingest):
+def test_a_steady_report_refreshes_last_seen_without_re_running_the_rules(ingest, settings):
     from audit.models import ServerAuditState
 
+    settings.AUDIT_FINDING_SEEN_REFRESH_S = 120  # bounded staleness (audit.steady)
     evaluation.evaluate_report(ingest(0, vllm_version="0.27.0", installed_vllm_version="0.27.0"))
     state = ServerAuditState.objects.get()
     events = FindingEvent.objects.count()
@@ -188,7 +189,33 @@ def test_a_steady_report_refreshes_last_seen_without_re_running_the_rules(ingest
     assert outcomes[0].cadences == []
     assert ServerAuditState.objects.get().config_evaluated_at == state.config_evaluated_at
     assert FindingEvent.objects.count() == events
+    # 60 s old: within the bound, not rewritten
+    assert _open(CEILING).last_seen == datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+    third = ingest(2, vllm_version="0.27.0", installed_vllm_version="0.27.0")
+    assert evaluation.evaluate_report(third)[0].cadences == []
+    assert _open(CEILING).last_seen == datetime(2026, 11, 29, 8, 2, tzinfo=UTC)  # 120 s: now
+    assert str(_open(CEILING).last_report.report_id) == str(third)
+
+
+def test_every_steady_report_refreshes_last_seen_when_the_bound_is_zero(ingest, settings):
+    settings.AUDIT_FINDING_SEEN_REFRESH_S = 0
+    evaluation.evaluate_report(ingest(0, vllm_version="0.27.0", installed_vllm_version="0.27.0"))
+    evaluation.evaluate_report(ingest(1, vllm_version="0.27.0", installed_vllm_version="0.27.0"))
     assert _open(CEILING).last_seen == datetime(2026, 11, 29, 8, 1, tzinfo=UTC)
+
+
+def test_a_late_replay_of_a_steady_host_changes_no_finding(ingest):
+    from fleet.models import Report
+
+    evaluation.evaluate_report(ingest(0, vllm_version="0.27.0", installed_vllm_version="0.27.0"))
+    late = ingest(1, vllm_version="0.27.0", installed_vllm_version="0.27.0")
+    evaluation.evaluate_report(ingest(2, vllm_version="0.27.0", installed_vllm_version="0.27.0"))
+    seen = _open(CEILING).last_seen
+
+    assert evaluation.evaluate_report(late) == []
+    assert Report.objects.get(report_id=late).evaluated_at is not None
+    assert _open(CEILING).last_seen == seen
+    assert evaluation.evaluate_report(late) is None  # evaluated once
 
 
 def test_metric_rules_run_again_once_the_window_has_elapsed(ingest, settings):

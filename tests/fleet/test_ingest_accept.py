@@ -61,6 +61,23 @@ def test_a_resent_report_is_accepted_and_stored_once(post_report, make_report, e
     assert Report.objects.count() == 1
 
 
+@pytest.mark.django_db(transaction=True)  # autocommit: ingest's own INSERT statement
+def test_an_autocommitted_report_is_stored_raw_once_with_its_fields(post_report, make_report,
+                                                                     enrolled):
+    host, token = enrolled()
+    report = make_report(future_field={"x": 1})
+    first = post_report(report, token=token)
+    again = post_report(report, token=token)
+    assert first.json() == {"report_id": report["report_id"], "duplicate": False}
+    assert again.json() == {"report_id": report["report_id"], "duplicate": True}
+    row = Report.objects.get()
+    assert (row.host_id, row.schema_version, row.raw["future_field"]) == (host.pk, 1, {"x": 1})
+    assert row.collected_at.isoformat().startswith(report["collected_at"][:19])
+    assert (row.evaluated_at, row.derived_at, row.keep, row.evaluation_attempts) == (
+        None, None, False, 0)
+    assert row.received_at is not None
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_posts_of_one_report_store_one_row(make_report, enrolled):
     _, token = enrolled()
