@@ -11,7 +11,7 @@ class AdviceConfig(AppConfig):
     verbose_name = "Advice"
 
     def ready(self) -> None:
-        from advice.plans import on_findings_evaluated
+        from advice.tasks import on_findings_evaluated
         from audit.signals import findings_evaluated
 
         findings_evaluated.connect(on_findings_evaluated, dispatch_uid="advice.store_plans")

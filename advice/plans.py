@@ -1,8 +1,9 @@
 """Stored upgrade plans: each server's verdict per candidate release, made by the worker.
 
-Write side (the worker): :func:`on_findings_evaluated` receives
-:data:`audit.signals.findings_evaluated` after a report's evaluation committed and, for the
-servers whose config rules ran (their audit config fingerprint changed: version, installed
+Write side (the worker): :func:`advice.tasks.on_findings_evaluated` receives
+:data:`audit.signals.findings_evaluated` after a report's evaluation committed and queues
+:func:`advice.tasks.store_server_plans` (findings never wait for plans): :func:`store_plans`,
+for the servers whose config rules ran (their audit config fingerprint changed: version, installed
 version, argv, env, model files, template, GPUs, live probes, KB version), stores one
 :class:`advice.models.ServerPlan` per release the knowledge base knows, plus the pending
 upgrade's plan. Nothing is planned in the nothing-due path or per metrics sample. A server
@@ -22,7 +23,6 @@ is locked").
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -37,8 +37,6 @@ from audit.evaluation import config_fingerprint
 from audit.kb.engine import KnowledgeBase
 from audit.rulebook import current_knowledge_base
 from fleet.models import Report, Server
-
-log = logging.getLogger(__name__)
 
 #: Configurations a page visit may plan itself: each costs two contexts and two rule
 #: evaluations per target, 15-30 ms of CPU on the 2-core test machine (bench/demo_pages.py:
@@ -66,20 +64,6 @@ def report_entry(server: Server, report: dict[str, Any] | None) -> dict[str, Any
 
 
 # --- write side (worker) ------------------------------------------------------------------
-
-def on_findings_evaluated(sender: object = None, report_id: str = "",
-                          config_evaluated: Iterable[int] = (), **kwargs: object) -> None:
-    """Receiver of :data:`audit.signals.findings_evaluated`: plan the servers whose
-    configuration was evaluated. A failure is logged, never raised: the evaluation is
-    committed, and the pages plan a server whose rows are missing themselves."""
-    server_ids = list(config_evaluated)
-    if not report_id or not server_ids:
-        return
-    try:
-        store_plans(report_id, server_ids)
-    except Exception:  # noqa: BLE001 - the pages fall back to planning on the visit
-        log.exception("storing upgrade plans of report %s failed", report_id)
-
 
 def plan_targets(kb: KnowledgeBase) -> list[str]:
     """Releases every server is planned for: those the knowledge base knows

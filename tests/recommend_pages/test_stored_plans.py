@@ -42,6 +42,17 @@ rules:
 """
 
 
+@pytest.fixture(autouse=True)
+def plans_task_inline():
+    """Run ``advice.tasks.store_server_plans`` where it is queued, as a worker would next."""
+    from config.celery import app
+
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = before
+
+
 @pytest.fixture
 def signed_in(client):
     user = get_user_model().objects.create_user("op", password="pw-123456789")
@@ -286,3 +297,28 @@ def test_store_plans_fills_a_fleet_evaluated_before_plans_were_stored(signed_in,
     assert "planned 2 servers (1 configuration(s) evaluated)" in out.getvalue()
     evaluations.clear()
     assert _fleet(signed_in)["0.27.1"]["servers"] == 2 and evaluations == []
+
+
+def test_findings_are_stored_before_and_without_their_plans(send, evaluations):
+    """The evaluation queues the planning as its own task (~100 ms a new configuration):
+    the findings are committed and announced first; the plans arrive when a worker runs
+    the queued task."""
+    from audit.models import Finding
+    from config.celery import app
+
+    app.conf.task_always_eager = False
+    queue = app.conf.task_default_queue
+    with app.connection_for_write() as conn:
+        redis = conn.default_channel.client
+        redis.delete(queue)
+        report_id = send(0, installed_vllm_version="0.27.1")
+        assert tasks.evaluate_report(report_id)
+        queued = [m for m in redis.lrange(queue, 0, -1) if b"store_server_plans" in m]
+        redis.delete(queue)
+    assert Finding.objects.exists() and len(queued) == 1
+    assert not ServerPlan.objects.exists() and evaluations == []
+
+    from advice.tasks import store_server_plans
+
+    assert store_server_plans.apply(args=(report_id, [Server.objects.get().pk])).get() == 1
+    assert ServerPlan.objects.filter(pending=True).get().target == "0.27.1"
