@@ -33,7 +33,7 @@ from packaging.version import InvalidVersion, Version
 from audit.kb import bundle as kb_bundle
 from audit.kb.bundle import BundleError
 from audit.kb.engine import KnowledgeBase, RuleError, load_rules
-from audit.kb.paths import CURRENT_LINK, active_kb_dirs
+from audit.kb.paths import CURRENT_LINK, active_kb_dirs, safe_load_yaml
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def _validate(directory: Path) -> KnowledgeBase:
     for path in sorted((directory / "data").rglob("*")):
         try:
             if path.suffix in (".yaml", ".yml"):
-                yaml.safe_load(path.read_text(encoding="utf-8"))
+                safe_load_yaml(path.read_text(encoding="utf-8"))
             elif path.suffix == ".json":
                 json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, yaml.YAMLError) as exc:

@@ -13,13 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from audit.kb.paths import load_data
+from audit.kb.paths import load_data, safe_load_yaml
 
 
 def _parse(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return safe_load_yaml(path.read_text(encoding="utf-8"))
 
 
 def ops() -> dict[str, Any]:

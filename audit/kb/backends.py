@@ -13,14 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from audit.kb.cel_functions import version_in
-from audit.kb.paths import load_data
+from audit.kb.paths import load_data, safe_load_yaml
 
 
 def _parse(path: Path) -> dict[str, dict[str, Any]]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))["backends"]
+    return safe_load_yaml(path.read_text(encoding="utf-8"))["backends"]
 
 
 def backends() -> dict[str, dict[str, Any]]:

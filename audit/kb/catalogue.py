@@ -24,16 +24,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from audit.kb.geometry import find_model, models_table
-from audit.kb.paths import load_data
+from audit.kb.paths import load_data, safe_load_yaml
 
 Catalogue = tuple[dict[str, str], list[dict[str, Any]], list[tuple[re.Pattern, str]]]
 
 
 def _parse(path: Path) -> Catalogue:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = safe_load_yaml(path.read_text(encoding="utf-8"))
     entries = data["models"]
     for row in entries:
         row["_re"] = [re.compile(p, re.IGNORECASE) for p in row["match"]]
@@ -49,7 +47,7 @@ def catalogue() -> Catalogue:
 
 
 def _load_parsers(path: Path) -> dict[str, dict[str, list[str]]]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return safe_load_yaml(path.read_text(encoding="utf-8"))
 
 
 def parsers() -> dict[str, dict[str, list[str]]]:

@@ -54,7 +54,7 @@ import yaml
 from audit.kb import cel_functions as fn
 from audit.kb import labels
 from audit.kb.cannot_check import missing_reason, scope_text
-from audit.kb.paths import active_kb_dirs
+from audit.kb.paths import active_kb_dirs, safe_load_yaml
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 SETTINGS_FILE = "_kb.yaml"
@@ -538,7 +538,7 @@ def _rule_files(paths: Sequence[str | Path] | None) -> list[Path]:
 def _read_yaml(path: Path) -> tuple[bytes, dict[str, Any]]:
     try:
         data = path.read_bytes()
-        doc = yaml.safe_load(data) or {}
+        doc = safe_load_yaml(data) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise RuleError(path, None, f"cannot read rule file: {exc}") from exc
     if not isinstance(doc, dict) or set(doc) - {"settings", "rules"}:

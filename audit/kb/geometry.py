@@ -25,9 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from audit.kb.paths import load_data
+from audit.kb.paths import load_data, safe_load_yaml
 
 _GIB = 2**30
 OVERHEAD_BASE_GIB = 1.5       # seed 000 calibration, see module docstring
@@ -35,7 +33,7 @@ OVERHEAD_PER_1K_TOKENS_GIB = 0.8
 
 
 def _parse(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = safe_load_yaml(path.read_text(encoding="utf-8"))
     models = data["models"]
     for row in models:
         row["_re"] = [re.compile(p, re.IGNORECASE) for p in row["match"]]

@@ -20,9 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from audit.kb.paths import load_data
+from audit.kb.paths import load_data, safe_load_yaml
 
 _H100_SXM_TBS = 3.35  # seed 000 Three facts #2
 _H100_SXM_KNEE = 64   # seed 000 Three facts #2
@@ -32,7 +30,7 @@ _GFX_IN_NAME = re.compile(r"\bgfx[0-9]{2,4}[0-9a-f]?\b", re.IGNORECASE)
 
 
 def _parse(path: Path) -> list[tuple[re.Pattern[str], dict[str, Any]]]:
-    rows = yaml.safe_load(path.read_text(encoding="utf-8"))["gpus"]
+    rows = safe_load_yaml(path.read_text(encoding="utf-8"))["gpus"]
     return [(re.compile(row["pattern"], re.IGNORECASE), row) for row in rows]
 
 

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
+import yaml
+
 BUILTIN_RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 BUILTIN_DATA_DIR = Path(__file__).resolve().parent / "data"
 #: Name of the symlink under AUDIT_KB_DIR that points at the active bundle directory.
@@ -149,3 +151,14 @@ def _active_data_dir() -> Path:
     """:func:`active_kb_dirs` ``.data``, resolved once per active bundle: data readers call
     this per lookup, and the full resolve costs about 20 µs."""
     return active_kb_dirs().data
+
+
+#: libyaml's parser when PyYAML was built with it (the PyPI wheels are): the same safe
+#: documents and ``yaml.YAMLError`` errors, about 10x faster than the pure-Python parser
+#: (loading the ~220 rules fell from 1.25 s to a tenth of that on a page's first use).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def safe_load_yaml(stream: str | bytes) -> Any:
+    """``yaml.safe_load`` with :data:`_SAFE_LOADER`. Raises ``yaml.YAMLError``."""
+    return yaml.load(stream, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader

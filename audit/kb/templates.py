@@ -12,15 +12,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from audit.kb.paths import load_data
+from audit.kb.paths import load_data, safe_load_yaml
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _parse(path: Path) -> list[dict[str, Any]]:
-    rows = yaml.safe_load(path.read_text(encoding="utf-8"))["templates"]
+    rows = safe_load_yaml(path.read_text(encoding="utf-8"))["templates"]
     for row in rows:
         row["prefix"], row["suffix"] = str(row["prefix"]).lower(), str(row["suffix"]).lower()
         row["pulled"] = str(row.get("pulled")) if row.get("pulled") else None
