@@ -132,10 +132,15 @@ def fleet_cost(per_kind: dict[str, float], changes_per_day: float) -> None:
                                + (1 - metrics_share) * per_kind["skip"])
               + full_per_s * (per_kind["full"] - per_kind["metrics"]))
     naive = reports_per_s * per_kind["full"]
+    # The worker also derives every report (servers, GPUs, samples, one /metrics parse) and
+    # plans each configuration change: the whole evaluate tier, not the evaluation alone.
+    worker_s = (core_s + reports_per_s * per_kind.get("derive", 0.0)
+                + full_per_s * per_kind.get("plan", 0.0))
     print(f"10,000-host fleet, 30 s interval ({reports_per_s:.0f} reports/s), metric rules "
           f"every {METRICS_INTERVAL_S} s, {changes_per_day:g} config change/server/day: "
           f"{core_s:.2f} core-seconds per second (= cores busy, database time included); "
-          f"evaluating every rule on every report would need {naive:.1f}")
+          f"evaluating every rule on every report would need {naive:.1f}; with derivation "
+          f"and planning the worker tier needs {worker_s:.1f}")
 
 
 def run(args: argparse.Namespace) -> None:
