@@ -9,7 +9,6 @@ import copy
 import pytest
 from django.contrib.auth import get_user_model
 
-from advice import planner
 from fleet.models import Host
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.recommend_pages.urls")]
@@ -37,18 +36,6 @@ def _fleet(make_report, enrolled, post_report, hosts: int, per_host: int) -> Non
                           base_url=f"http://127.0.0.1:{8000 + i}")
             report["servers"].append(server)
         assert post_report(report, token=token).status_code == 202
-
-
-@pytest.fixture
-def plan_calls(monkeypatch):
-    calls: list[str] = []
-    real = planner.plan_server
-
-    def spy(server, report, target, *args, **kwargs):
-        calls.append(target)
-        return real(server, report, target, *args, **kwargs)
-    monkeypatch.setattr(planner, "plan_server", spy)
-    return calls
 
 
 def test_identical_servers_are_planned_once_per_version_and_counted_each(

@@ -93,16 +93,9 @@ def send(enrolled, post_report, make_report):
 
 
 @pytest.fixture
-def evaluations(monkeypatch):
-    """Targets planner.plan_server was called with (every planning evaluates through it)."""
-    calls: list[str] = []
-    real = planner.plan_server
-
-    def spy(server, report, target, *args, **kwargs):
-        calls.append(target)
-        return real(server, report, target, *args, **kwargs)
-    monkeypatch.setattr(planner, "plan_server", spy)
-    return calls
+def evaluations(plan_calls):
+    """Targets the planner evaluated (tests/recommend_pages/conftest.py)."""
+    return plan_calls
 
 
 def _fleet(client) -> dict[str, dict]:
