@@ -110,7 +110,17 @@ def store_plans(report_id: str, server_ids: Iterable[int],
             Server.objects.select_for_update().filter(pk=server.pk).first()
             ServerPlan.objects.filter(server=server).delete()
             ServerPlan.objects.bulk_create(rows, ignore_conflicts=True)
-    return evaluated + fill_targets(targets, kb)
+    global _filled_for
+    if _filled_for != (kb.version, tuple(targets)):
+        evaluated += fill_targets(targets, kb)
+        _filled_for = (kb.version, tuple(targets))
+    return evaluated
+
+
+#: (KB version, targets) this process last filled the fleet for. Every plan stored since
+#: carries all those targets, so the fleet-wide read of :func:`fill_targets` (every running
+#: server's rows) runs once per process and target list, not on each configuration change.
+_filled_for: tuple[str, tuple[str, ...]] | None = None
 
 
 def fill_targets(targets: list[str], kb: KnowledgeBase) -> int:

@@ -40,10 +40,6 @@ from django.utils import timezone
 
 from audit.outcomes import ServerOutcome
 
-#: Default of ``AUDIT_FINDING_SEEN_REFRESH_S``: the metric rules' interval (issue 4), so a
-#: presumed-still-firing finding's last_seen lags no more than a metric finding's does.
-DEFAULT_SEEN_REFRESH_S = 300
-
 _CLAIM_SQL = """
 SELECT r.id, r.host_id, r.collected_at,
        json_build_object(
@@ -111,7 +107,7 @@ def claim(report_id: Any) -> Claim | None:
 
 def seen_refresh_s() -> int:
     """``AUDIT_FINDING_SEEN_REFRESH_S`` (see the module docstring)."""
-    return getattr(settings, "AUDIT_FINDING_SEEN_REFRESH_S", DEFAULT_SEEN_REFRESH_S)
+    return settings.AUDIT_FINDING_SEEN_REFRESH_S
 
 
 def nothing_due(kb: Any, found: Claim, cutoff: datetime, metrics_interval_s: int,

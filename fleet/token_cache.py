@@ -86,7 +86,7 @@ def forget(digest: str) -> None:
     _entries.pop(digest, None)
 
 
-def forget_all(**_signal_kwargs: Any) -> None:
+def forget_all() -> None:
     """Empty this process's cache."""
     _entries.clear()
 
