@@ -45,7 +45,7 @@ def seen_ago(host: object) -> str:
 def shell_words(argv: list | None) -> str:
     """An argv list (agent data) as one POSIX shell line, each token through
     :func:`shlex.quote`, so pasting it runs nothing it quotes (``$(…)``, backticks, ``;``)."""
-    return " ".join(shlex.quote(str(token)) for token in argv or [])
+    return shlex.join(str(token) for token in argv or [])
 
 
 @register.filter
