@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from fleet_agent import procfs
+from fleet_agent import procfs, template_markers
 from fleet_agent.discovery import (
     ServerProcess,
     option_value,
@@ -34,17 +34,21 @@ _MAX_TEMPLATE_BYTES = 4 << 20
 
 @dataclass
 class TemplateFound:
-    """A chat template: ``source`` (path, ``inline`` or ``hf-cache:ORG/NAME@REV/<file>``)."""
+    """A chat template: ``source`` (path, ``inline`` or ``hf-cache:ORG/NAME@REV/<file>``);
+    ``markers``: the names of :mod:`fleet_agent.template_markers` found in its text (the
+    text itself is never sent)."""
 
     source: str
     sha256: str
     size_bytes: int
     revision: str | None = None
+    markers: list[str] | None = None
 
 
 def _template(source: str, content: bytes, revision: str | None = None) -> TemplateFound:
     return TemplateFound(source=source, sha256=hashlib.sha256(content).hexdigest(),
-                         size_bytes=len(content), revision=revision)
+                         size_bytes=len(content), revision=revision,
+                         markers=template_markers.extract(content))
 
 
 # --- installed vLLM version ---------------------------------------------------------------

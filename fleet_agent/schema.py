@@ -66,6 +66,8 @@ MAX_PORTS = 64
 MAX_METRICS_CHARS = 3 * 1024 * 1024
 MAX_METRICS_LINE_CHARS = 64 * 1024
 MAX_PATH_CHARS = 4096
+#: Marker names per chat template (today's vocabulary has 26; room for newer agents).
+MAX_TEMPLATE_MARKERS = 128
 
 
 def _text(max_chars: int) -> Any:
@@ -189,12 +191,20 @@ class ModelCard(_Model):
 
 
 class ChatTemplate(_Model):
-    """The chat template the server uses: where it came from, its sha256 and size in bytes."""
+    """The chat template the server uses: where it came from, its sha256 and size in bytes.
+
+    ``markers``: names of the tool-call markup and reasoning tags found in the template's
+    text (vocabulary: ``fleet_agent/template_markers.py``, docs/wire-contract.md); None from
+    an agent that does not extract them, ``[]`` when the template has none. Names outside
+    today's vocabulary are accepted (a newer agent) and ignored by the checks.
+    """
 
     source: str | None = Field(default=None, max_length=1000)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size_bytes: int = Field(ge=0, le=PG_INTEGER_MAX)
     revision: str | None = Field(default=None, max_length=255)
+    markers: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,64}$")]] | None = \
+        Field(default=None, max_length=MAX_TEMPLATE_MARKERS)
 
     @field_validator("sha256", mode="before")
     @classmethod

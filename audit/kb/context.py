@@ -22,6 +22,7 @@ from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
 from audit.kb.probes import probes_block
+from audit.kb.template_parsers import parser_check
 from audit.kb.templates import template_context
 from audit.kb.versions import parse_version, version_tuple
 from audit.kb.vllm_tables import table_release
@@ -371,7 +372,10 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     return {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
         "memory": memory,
-        "template": template_context(server.get("chat_template")),
+        "template": {**template_context(server.get("chat_template")),
+                     "parsers": parser_check(server.get("chat_template"),
+                                             flags.get("tool_call_parser"),
+                                             flags.get("reasoning_parser"), model["family"])},
         "metrics": metrics_block(server, report, history, vllm["restarted"]),
         "geometry": geometry, "host": host_block(report),
         "probes": probes_block(server),  # issue 17: last live-probe results

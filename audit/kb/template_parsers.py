@@ -1,0 +1,86 @@
+"""Check the server's tool-call and reasoning parsers against its chat template's markers.
+
+The agent sends the names of the markup its template renders (``chat_template.markers``,
+vocabulary in ``fleet_agent/template_markers.py``); ``data/parser_markers.yaml`` says which
+markers each vLLM parser looks for. This holds for any model: no family table is consulted
+to decide a mismatch (the family only orders the suggested parsers). Without markers (an
+older agent, no readable template) every value is None and the family table
+(``model.parsers``, :func:`audit.kb.catalogue.parser_block`) stays the judge.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from audit.kb.catalogue import parsers as family_parsers
+from audit.kb.paths import load_data, safe_load_yaml
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    return safe_load_yaml(path.read_text(encoding="utf-8"))
+
+
+def table() -> dict[str, Any]:
+    """The active KB's ``parser_markers.yaml`` (FileNotFoundError when absent)."""
+    return load_data("parser_markers.yaml", _parse)
+
+
+def fits(spec: dict[str, Any], markers: set[str]) -> bool:
+    """True when ``markers`` hold every marker of one of ``spec["any"]`` and none of
+    ``spec["needs_none"]``."""
+    if markers & set(spec.get("needs_none") or []):
+        return False
+    return any(set(group) <= markers for group in spec.get("any") or [])
+
+
+def _check(kind: str, parser: Any, markers: set[str], family: str | None) -> dict[str, Any]:
+    """One parser kind (``tool`` | ``reasoning``): ``fits`` (bool, None when not judged),
+    ``expects`` (the marker sets it looks for), ``suggest`` (parsers that fit this template,
+    those the family table gives for ``family`` first)."""
+    rows = table()["tool_call_parsers" if kind == "tool" else "reasoning_parsers"]
+    markup = set(table()["tool_markup" if kind == "tool" else "reasoning_markup"])
+    out: dict[str, Any] = {"parser": parser if isinstance(parser, str) else None,
+                           "fits": None, "expects": None, "suggest": [],
+                           "markup": sorted(markers & markup)}
+    spec = rows.get(parser) if isinstance(parser, str) else None
+    if spec is None or (kind == "tool" and not out["markup"]):
+        return out  # parser unknown to the table, or a template that renders no tool call
+    out["expects"] = [" + ".join(group) for group in spec["any"]]
+    out["fits"] = fits(spec, markers)
+    if not out["fits"]:
+        by_family = family_parsers()["tool_call_parsers" if kind == "tool"
+                                     else "reasoning_parsers"]
+        fitting = [name for name, other in rows.items() if fits(other, markers)]
+        # The family's own parsers first, the most specific (fewest families) first.
+        own = sorted((name for name in fitting
+                      if family and family in (by_family.get(name) or [])),
+                     key=lambda name: len(by_family[name]))
+        out["suggest"] = own + [name for name in fitting if name not in own]
+    return out
+
+
+def parser_check(chat_template: dict[str, Any] | None, tool_parser: Any,
+                 reasoning_parser: Any, family: str | None) -> dict[str, Any]:
+    """``template.parsers`` of a rule context.
+
+    Keys: ``markers`` (list or None), ``known`` (markers were sent), ``tool`` and
+    ``reasoning`` (see :func:`_check`), ``mismatch`` ("--flag value" strings of the parsers
+    that do not fit), ``steer`` (the first mismatch as ``{flag, direction: "set", value}``
+    with the best fitting parser, None when there is none).
+    """
+    raw = (chat_template or {}).get("markers")
+    markers = {m for m in raw if isinstance(m, str)} if isinstance(raw, list) else None
+    out: dict[str, Any] = {"markers": sorted(markers) if markers is not None else None,
+                           "known": markers is not None, "tool": None, "reasoning": None,
+                           "mismatch": [], "steer": None}
+    if markers is None:
+        return out
+    for kind, flag, value in (("tool", "--tool-call-parser", tool_parser),
+                              ("reasoning", "--reasoning-parser", reasoning_parser)):
+        out[kind] = result = _check(kind, value, markers, family)
+        if result["fits"] is False:
+            out["mismatch"].append(f"{flag} {value}")
+            if out["steer"] is None and result["suggest"]:
+                out["steer"] = {"flag": flag, "direction": "set", "value": result["suggest"][0]}
+    return out
