@@ -20,6 +20,7 @@ from audit.kb.effective import derive_max_model_len, effective_flags, source_cat
 from audit.kb.flags import ParsedArgv, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
+from audit.kb.invariants import with_invariants
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
 from audit.kb.probes import probes_block
 from audit.kb.template_parsers import parser_check
@@ -292,7 +293,16 @@ def metrics_block(server: dict, report: dict, history: list[dict] | None,
             elapsed = _elapsed(prev_report, prev_entry, report, server)
     current = metrics_mod.window(prev, cur, elapsed)
     lifetime = current if prev is None else metrics_mod.window(None, cur, None)
-    return {**current, "available": bool(text) and bool(cur.present), "lifetime": lifetime,
+    # The gauges at the window's start: an invariant holds over the window only when it
+    # holds at both ends (a single scrape can catch a queue mid-admission).
+    start = None if prev is None or current["window_kind"] != "delta" else {
+        "kv_cache_usage": prev.gauges.get("kv_cache_usage"),
+        "requests_running": prev.gauges.get("requests_running"),
+        "requests_waiting": prev.gauges.get("requests_waiting"),
+        "requests_waiting_capacity": (prev.by_label.get("requests_waiting") or {}).get(
+            "capacity")}
+    return {**current, "start": start,
+            "available": bool(text) and bool(cur.present), "lifetime": lifetime,
             "era": cur.era, "model_names": list(cur.model_names),
             "cache_config": dict(cur.cache_config)}
 
@@ -376,7 +386,8 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
                      "parsers": parser_check(server.get("chat_template"),
                                              flags.get("tool_call_parser"),
                                              flags.get("reasoning_parser"), model["family"])},
-        "metrics": metrics_block(server, report, history, vllm["restarted"]),
+        "metrics": with_invariants(metrics_block(server, report, history, vllm["restarted"]),
+                                   flags, model, memory, gpu, meta["release"]),
         "geometry": geometry, "host": host_block(report),
         "probes": probes_block(server),  # issue 17: last live-probe results
         "server": {"pid": server.get("pid"), "base_url": server.get("base_url"),

@@ -314,6 +314,7 @@ def _hybrid_blocks(out: dict[str, Any], geom: dict[str, Any], kv_bytes: float) -
     page = max(per_layer_state, per_token_layer * block)
     blocks = int(kv_bytes / (page * (state_layers + attn_layers)))
     out["state_capacity_seqs"] = blocks
+    out["hybrid_block_tokens"] = block  # also the prefix cache's unit (live invariants)
     if attn_layers:
         out["kv_capacity_tokens"] = blocks * block
     out["arithmetic"].append(

@@ -103,6 +103,7 @@ def window(
     out.update(_traffic(base, cur, seconds))
     for key, canon, q in _PERCENTILES:
         out[key] = histogram_quantile(q, _hist_delta(base, cur, canon))
+    out.update(_means(base, cur))
     out.update(_spec(base, cur))
     out.update(_admission_and_caching(base, cur, seconds))
     out.update(_cache_config(cur.cache_config))
@@ -131,6 +132,24 @@ def _traffic(base: MetricSnapshot | None, cur: MetricSnapshot, seconds: float | 
         "prefix_cache_hit_rate": hit_rate,
         "mm_items": _as_count(_delta(base, cur, "mm_cache_queries")),
     }
+
+
+#: (key, histogram): per-request means over the window (``_sum / _count`` of the histogram's
+#: increase), the arithmetic the live invariants use (docs/knowledge-base.md "Live invariants").
+_MEANS = (("ttft_mean_s", "ttft"), ("queue_mean_s", "queue_time"),
+          ("prompt_len_mean", "prompt_len"), ("generation_len_mean", "generation_len"))
+
+
+def _means(base: MetricSnapshot | None, cur: MetricSnapshot) -> dict[str, Any]:
+    """Means of the window's histograms (None without observations) and ``requests_timed``:
+    how many requests got their first token in the window (the TTFT histogram's count)."""
+    out: dict[str, Any] = {}
+    for key, canon in _MEANS:
+        hist = _hist_delta(base, cur, canon)
+        out[key] = _ratio(hist.sum, hist.count) if hist else None
+    ttft = _hist_delta(base, cur, "ttft")
+    out["requests_timed"] = _as_count(ttft.count) if ttft and ttft.count is not None else None
+    return out
 
 
 def _label_delta(base: MetricSnapshot | None, cur: MetricSnapshot,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from audit.kb.invariants import unjudged
 from audit.kb.probes import probes_block
 
 WINDOW_KEYS = (
@@ -59,7 +60,8 @@ def _metrics(running: int, concurrency: float, capacity: int) -> dict[str, Any]:
     lifetime = {**live, "window_kind": "lifetime", "window_s": None,
                 "prompt_tps": None, "generation_tps": None}
     return {**live, "available": True, "lifetime": lifetime, "era": "v1",
-            "model_names": ["cyankiwi/gemma-4-31B-it-AWQ-4bit"]}
+            "model_names": ["cyankiwi/gemma-4-31B-it-AWQ-4bit"], "start": None,
+            "invariants": unjudged("factory context: one window, no previous scrape")}
 
 
 def _gemma4_31b_geometry(estimate: int) -> dict[str, Any]:

@@ -76,13 +76,19 @@ def kb():
     return load_rules()
 
 
-def fired(kb, text: str, version: str, argv: list[str] | None = None) -> dict:
-    server = {"pid": 1, "base_url": "http://127.0.0.1:8000", "vllm_version": version,
-              "installed_vllm_version": version,
-              "argv": argv or ["vllm", "serve", "Qwen/Qwen3-8B"],
-              "metrics": {"text": text, "scraped_at": "2026-12-01T06:00:00Z"}}
-    report = {"host": {"hostname": "h"}, "gpus": [H100], "servers": [server]}
-    return {f.rule_id: f for f in kb.evaluate(build_context(server, report))}
+def fired(kb, text: str, version: str, argv: list[str] | None = None,
+          before: str | None = None) -> dict:
+    """Findings on one scrape, or on the window from scrape ``before`` 60 s earlier."""
+    def report(body: str, at: str) -> dict:
+        server = {"pid": 1, "base_url": "http://127.0.0.1:8000", "vllm_version": version,
+                  "installed_vllm_version": version,
+                  "argv": argv or ["vllm", "serve", "Qwen/Qwen3-8B"],
+                  "metrics": {"text": body, "scraped_at": at}}
+        return {"host": {"hostname": "h"}, "gpus": [H100], "servers": [server],
+                "collected_at": at}
+    now = report(text, "2026-12-01T06:00:00Z")
+    history = [report(before, "2026-12-01T05:59:00Z")] if before is not None else []
+    return {f.rule_id: f for f in kb.evaluate(build_context(now["servers"][0], now, history))}
 
 
 def test_the_window_reads_every_new_metric_of_a_0_33_exposition() -> None:
@@ -116,10 +122,12 @@ def test_admission_rejections_are_a_finding_on_0_32(kb) -> None:
 
 
 def test_requests_waiting_for_capacity_on_0_20(kb) -> None:
-    found = fired(kb, exposition("0.20.0", capacity=12, waiting=12), "0.20.0")
+    queued = exposition("0.20.0", capacity=12, waiting=12, kv=0.97)
+    found = fired(kb, queued, "0.20.0", before=queued)
     assert "12 requests are waiting for capacity" in found["vllm-waiting-for-capacity"].message
-    assert "vllm-waiting-for-capacity" not in fired(
-        kb, exposition("0.20.0", capacity=0, deferred=12, waiting=12), "0.20.0")
+    assert "vllm-waiting-for-capacity" not in fired(kb, queued, "0.20.0")  # one scrape
+    deferred = exposition("0.20.0", capacity=0, deferred=12, waiting=12)
+    assert "vllm-waiting-for-capacity" not in fired(kb, deferred, "0.20.0", before=deferred)
 
 
 def test_repeated_preemptions_per_request_on_0_30(kb) -> None:
