@@ -15,6 +15,7 @@ from typing import Any
 from advice.recommend import data
 from advice.recommend.gemma import groups_for, template_fingerprint, vetted_template
 from advice.recommend.plan import Plan
+from advice.recommend.steer import follow, steer_of
 from audit.kb.engine import FindingResult
 
 Repair = Callable[[Plan, dict[str, Any], FindingResult, dict[str, Any]], bool]
@@ -294,6 +295,8 @@ def repair(plan: Plan, ctx: dict[str, Any], findings: list[FindingResult], env: 
         fix = REPAIRS.get(finding.rule_id)
         if fix is None and drop_speculator and finding.rule_id in SPEC_VERSION_RULES:
             fix = _spec_replace
+        if fix is None and steer_of(finding) is not None:
+            fix = follow  # the finding says which way its flag moves
         if fix is not None and fix(plan, ctx, finding, env):
             changed = True
     return changed

@@ -64,6 +64,8 @@ def main() -> None:
 def _drive(server: subprocess.Popen, model: str, prefix: str, args: list[str]) -> None:
     try:
         for _ in range(600):
+            if server.poll() is not None:
+                raise SystemExit(f"the server exited ({server.returncode}): see {prefix}.log")
             try:
                 get("/health")
                 break
