@@ -196,7 +196,8 @@ def _over_admission(m: dict, start: dict | None, flags: dict, cap: int | None, b
     seq = out["seq_tokens"] = _seq_tokens(m, block)
     max_seqs = _int(flags.get("max_num_seqs"))
     if not cap or not seq:
-        out["why"] = "KV capacity or the mean request length is unknown"
+        out.update(judged=False, holds=None,
+                   why="KV capacity or the mean request length is unknown")
         return out
     out["fits"] = fits = max(1, cap // seq)
     out["holds"] = bool(max_seqs and fits < max_seqs)
@@ -217,7 +218,8 @@ def _queue_ttft(m: dict, release: str | None) -> dict[str, Any]:
         return out
     queue, ttft, timed = m.get("queue_mean_s"), m.get("ttft_mean_s"), m.get("requests_timed")
     if queue is None or not ttft or (timed or 0) < MIN_TIMED:
-        out["why"] = f"fewer than {MIN_TIMED} first tokens in the window"
+        out.update(judged=False, holds=None,
+                   why=f"fewer than {MIN_TIMED} first tokens in the window")
         return out
     out["share"] = share = min(1.0, queue / ttft)
     out["holds"] = share >= QUEUE_SHARE
@@ -254,14 +256,16 @@ def _spec_tokens(m: dict, start: dict | None, model: dict, gpu: dict,
         return out
     rates = [r for r in (m.get("spec_per_position") or [])[:k] if isinstance(r, (int, float))]
     if len(rates) < k or (m.get("spec_drafts") or 0) <= 0:
-        out["why"] = "per-position acceptance not exposed for every position in the window"
+        out.update(judged=False, holds=None,
+                   why="per-position acceptance not exposed for every position in the window")
         return out
     cost, how = drafter_cost(model)
     knee = gpu.get("bandwidth_knee_server") or gpu.get("bandwidth_knee_max_num_seqs")
     running = [v for v in (m.get("requests_running"), (start or {}).get("requests_running"))
                if isinstance(v, (int, float))]
     if cost is None or not knee or not running:
-        out["why"] = f"{how}; GPU bandwidth knee or running requests unknown"
+        out.update(judged=False, holds=None,
+                   why=f"{how}; GPU bandwidth knee or running requests unknown")
         return out
     batch = max(1.0, sum(running) / len(running))
 
@@ -290,7 +294,8 @@ def _prefix_block(m: dict, flags: dict, block: int, source: str,
         return out
     rate, p90 = m.get("prefix_cache_hit_rate"), m.get("prompt_len_p90")
     if flags.get("enable_prefix_caching") is False or rate is None or p90 is None:
-        out["why"] = "prefix caching off, or no prefix-cache queries / prompt lengths"
+        out.update(judged=False, holds=None,
+                   why="prefix caching off, or no prefix-cache queries / prompt lengths")
         return out
     out["holds"] = rate < COLD_HIT_RATE and p90 < block
     out["why"] = (f"hit rate {rate:.1%}; 90 % of prompts are under {p90:.0f} tokens, one KV "
