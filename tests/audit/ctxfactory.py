@@ -14,6 +14,7 @@ from typing import Any
 
 from audit.kb.invariants import unjudged
 from audit.kb.probes import probes_block
+from audit.kb.template_parsers import parser_check
 
 WINDOW_KEYS = (
     "window_kind", "window_s", "kv_cache_usage", "requests_running", "requests_waiting",
@@ -35,7 +36,8 @@ EAGLE3_31B = "RedHatAI/gemma-4-31B-it-speculator.eagle3"
 def window(**values: Any) -> dict[str, Any]:
     """A metrics window dict with every key of metrics.window(); ``missing``/``errors`` []."""
     out: dict[str, Any] = {key: None for key in WINDOW_KEYS}
-    out.update({"missing": [], "errors": []})
+    out.update({"missing": [], "errors": [], "start": None,
+                "invariants": unjudged("factory window: no previous scrape")})
     out.update(values)
     return out
 
@@ -60,8 +62,7 @@ def _metrics(running: int, concurrency: float, capacity: int) -> dict[str, Any]:
     lifetime = {**live, "window_kind": "lifetime", "window_s": None,
                 "prompt_tps": None, "generation_tps": None}
     return {**live, "available": True, "lifetime": lifetime, "era": "v1",
-            "model_names": ["cyankiwi/gemma-4-31B-it-AWQ-4bit"], "start": None,
-            "invariants": unjudged("factory context: one window, no previous scrape")}
+            "model_names": ["cyankiwi/gemma-4-31B-it-AWQ-4bit"]}
 
 
 def _gemma4_31b_geometry(estimate: int) -> dict[str, Any]:
@@ -138,6 +139,7 @@ def _light() -> dict[str, Any]:
             "sha256": VETTED_SHA, "size_bytes": 18683,
             "source": "/path/to/google-31b-chat-template.jinja", "identity": "vetted",
             "label": "google/gemma-4-31B-it@68abe480 (2026-07-15)", "pulled": "2026-07-21",
+            "parsers": parser_check(None, None, None, None),  # an agent without markers
         },
         "metrics": _metrics(running=60, concurrency=2.6, capacity=85000),
         "geometry": geometry,
@@ -188,6 +190,7 @@ def _plain() -> dict[str, Any]:
         "bandwidth_knee_max_num_seqs": 16, "per_server_count": 1,
     }
     ctx["template"] = {key: None for key in ctx["template"]}
+    ctx["template"]["parsers"] = parser_check(None, None, None, None)
     ctx["metrics"]["spec_drafts"] = ctx["metrics"]["spec_draft_tokens"] = None
     for key in ("spec_accepted_tokens", "spec_acceptance_rate",
                 "spec_mean_acceptance_length", "spec_per_position"):
