@@ -299,3 +299,13 @@ def test_real_preemptions_give_the_max_num_seqs_that_fits(kb) -> None:
     assert found["live-over-admission"].evidence["steer"] == {
         "flag": "--max-num-seqs", "direction": "lower", "value": 2}
     assert seqs_directions(found) == {"lower"}
+
+
+def test_real_identical_prompts_under_one_block_never_hit_the_prefix_cache(kb) -> None:
+    """24 identical ~119-token prompts: 0 % prefix hits, because the CPU build's KV block
+    (cache_config_info effective_attention_block_size) is 128 tokens."""
+    ctx, found = real_window(kb, "batchfull", "2-load", "3-done", *BATCH_FULL)
+    block = ctx["metrics"]["invariants"]["prefix_block"]
+    assert block["block_tokens"] == 128
+    assert block["block_source"] == "cache_config_info effective_attention_block_size"
+    assert "live-prefix-cache-below-block" in found, block["why"]

@@ -82,3 +82,24 @@ def test_a_retry_after_of_non_ascii_digits_is_ignored():
     from alerts.transports.http import parse_retry_after
 
     assert parse_retry_after("\u00b2") is None and parse_retry_after("30") == 30.0
+
+
+@pytest.mark.parametrize("markers", [["<think>"], ["x"] * 129, "tool_call_tag", [7]])
+def test_bad_template_markers_are_a_422_naming_the_field(enrolled, post_report, make_report,
+                                                         markers):
+    _, token = enrolled()
+    template = {"sha256": "a" * 64, "size_bytes": 10, "markers": markers}
+    response = post_report(make_report(server={"chat_template": template}), token)
+    assert response.status_code == 422, response.content
+    paths = [d["path"] for d in response.json()["details"]]
+    assert any(p.startswith("servers[0].chat_template.markers") for p in paths), paths
+
+
+def test_template_markers_from_a_newer_agent_are_stored(enrolled, post_report, make_report):
+    _, token = enrolled()
+    template = {"sha256": "a" * 64, "size_bytes": 10,
+                "markers": ["function_xml", "a_marker_from_the_future"]}
+    response = post_report(make_report(server={"chat_template": template}), token)
+    assert response.status_code == 202, response.content
+    stored = Report.objects.get().raw["servers"][0]["chat_template"]["markers"]
+    assert stored == ["function_xml", "a_marker_from_the_future"]
