@@ -3,9 +3,16 @@ the template markers decided, never the other way."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
+from rkit import host_report, serve
+
+from advice.recommend.core import recommend_report
 from advice.recommend.plan import Plan
 from advice.recommend.repairs import repair
 from audit.kb.engine import FindingResult
+from fleet_agent.template_markers import extract
 
 
 def finding(steer: dict | None, rule_id: str = "live-over-admission") -> FindingResult:
@@ -43,3 +50,24 @@ def test_json_config_keys_and_findings_without_steer_are_left_to_their_repairs()
                                           "direction": "lower", "value": 1}),
                                  finding(None, "some-rule")], {})
     assert plan.values == {"max_num_seqs": 64}
+
+
+def test_the_recommended_command_uses_the_parser_the_template_reads() -> None:
+    """A Qwen model whose template renders <function=...> XML calls, served with hermes: the
+    recommended command carries the parser the template's markers name."""
+    data = (Path(__file__).resolve().parents[1] / "data" / "chat_templates"
+            / "Qwen3-Coder.jinja").read_bytes()
+    report = host_report("NVIDIA H100 80GB HBM3", 1, serve(
+        "/srv/models/coder", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+        "--max-model-len", "32768"), "0.32.0", template=None)
+    report["servers"][0]["chat_template"] = {
+        "source": "/srv/models/coder/chat_template.jinja",
+        "sha256": hashlib.sha256(data).hexdigest(), "size_bytes": len(data),
+        "markers": extract(data)}
+    answer = recommend_report(report)["servers"][0]
+    argv = answer["replicas"][0]["argv"]
+    assert argv[argv.index("--tool-call-parser") + 1] == "qwen3_coder"
+    change = [d for d in answer["diff"] if d["flag"] == "--tool-call-parser"]
+    assert change[0]["current"] == "hermes"
+    assert "tpl-tool-parser-markup-mismatch" in change[0]["reason"]
+    assert answer["self_check"]["clean"]
