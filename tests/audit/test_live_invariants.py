@@ -228,6 +228,17 @@ def test_prefix_cache_cold_below_a_hybrid_block(kb) -> None:
     assert "live-prefix-cache-below-block" not in dense
 
 
+def test_the_hybrid_block_from_the_config_is_the_one_a_real_exposition_shows(kb) -> None:
+    """Qwen3.5-122B-A10B at TP 1: 2096 tokens, the block_size a 2026 hybrid gated-delta-net
+    server exposes in cache_config_info (demo/data/cases/metrics/INDEX.md)."""
+    now = scrape(8, 0, 0.2, done=200, prompt=900, prefix_q=100_000)
+    ctx, found = judge(kb, now, scrape(8, 0, 0.2, done=100, prompt=900, prefix_q=50_000),
+                       "--enable-prefix-caching", model="Qwen/Qwen3.5-122B-A10B",
+                       config="qwen3.5-122b-a10b")
+    assert ctx["metrics"]["invariants"]["prefix_block"]["block_tokens"] == 2096
+    assert "live-prefix-cache-below-block" in found
+
+
 # ---------------------------------------------------------------- the repo's real captures
 
 REAL = sorted((ROOT / "demo" / "data" / "cases" / "metrics").glob("*.prom"))
