@@ -17,6 +17,7 @@ from audit.kb import metrics as metrics_mod
 from audit.kb.backends import attention_block
 from audit.kb.catalogue import decide, parser_block
 from audit.kb.effective import derive_max_model_len, effective_flags, source_categories
+from audit.kb.fixes import fixes_block, server_features
 from audit.kb.flags import ParsedArgv, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
@@ -375,12 +376,18 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         quantization=flags.get("quantization") or model["arch"].get("quant_method"),
         spec_method=model["speculative"]["raw_method"], hidden_act=_hidden_act(server),
         parser_plugin="tool_parser_plugin" in meta["set"], version=vllm["version"])
+    release = vllm["table_release"]
+    fixes = fixes_block(release, server_features(
+        release=release, arch=model["arch"], flags=flags, gpu=gpu,
+        quantization=flags.get("quantization") or model["arch"].get("quant_method"),
+        spec_method=model["speculative"]["raw_method"]) if release else None)
     return {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
         "memory": memory,
         "template": template_context(server.get("chat_template")),
         "metrics": metrics_block(server, report, history, vllm["restarted"]),
         "geometry": geometry, "host": host_block(report), "support": support,
+        "fixes": fixes,
         "probes": probes_block(server),  # issue 17: last live-probe results
         "server": {"pid": server.get("pid"), "base_url": server.get("base_url"),
                    "env": dict(server.get("env") or {}),

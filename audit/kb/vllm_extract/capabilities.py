@@ -17,8 +17,9 @@ Output of :func:`extract_capabilities` (``audit/kb/data/vllm/capabilities/<relea
   Literal (what ``--quantization`` accepts); ``platform_quantization``:
   {platform: [methods]} from ``supported_quantization`` of ``vllm/platforms/*`` (CUDA:
   every method, so absent).
-* ``attention_backends``: {NAME: {"class", "module" (source file), "platform", "head_sizes": {"supported", "depends"} over
-  :data:`HEAD_SIZES`, "kv_cache_dtypes": {"supported", "depends"}, "dtypes",
+* ``attention_backends``: {NAME: {"class", "module" (source file), "platform",
+  "head_sizes": {"supported", "depends"} over :data:`HEAD_SIZES`, "kv_cache_dtypes":
+  {"supported", "depends"}, "dtypes",
   "compute_capability": {"supported", "depends"} over :data:`CAPABILITIES` (None = the
   class sets no limit), "mla", "sparse", "sliding_window", "sink", "encoder",
   "encoder_only"}} from the backend classes of ``vllm/v1/attention/backends`` (their

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,24 @@ def write_capabilities(source: Path, out: Path, release: str | None = None) -> P
     if not name:
         raise ValueError(f"{source}: no vllm/_version.py; pass --release")
     facts["release"] = name
+    built = _built(source)
+    if built:
+        facts["provenance"]["built"] = built
     folder = out / "capabilities"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
     path.write_text(json.dumps(facts, indent=1, sort_keys=True, default=str) + "\n")
     return path
+
+
+def _built(source: Path) -> str | None:
+    """The day a wheel was built (its ``vllm/_version.py`` zip timestamp, ISO), the release
+    date the fixes index maps merge days with; None for a source directory."""
+    if not (source.is_file() and zipfile.is_zipfile(source)):
+        return None
+    with zipfile.ZipFile(source) as wheel:
+        try:
+            stamp = wheel.getinfo("vllm/_version.py").date_time
+        except KeyError:
+            return None
+    return f"{stamp[0]:04d}-{stamp[1]:02d}-{stamp[2]:02d}"
