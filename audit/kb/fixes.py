@@ -15,11 +15,11 @@ wheel's build day), so a server on an older release lacks the fix for
 certain, and the named release is the first that *can* carry it (the live path,
 :mod:`audit.kb.fixes_live`, refines it with GitHub's ``merged_at``).
 
-Matching (precision over recall): a fix touches a server only through a specific feature.
-Every *scope* the fix names (``arch``, ``gpu``, ``platform``) must include the server's, and
-at least one *subject* (``attention``, ``quant``, ``kv``, ``moe``, ``parser``, ``spec``,
-``flags``) must be one the server runs; a fix whose only tags are scopes matches on
-``arch`` alone (a model fix), never on a GPU or platform alone.
+Matching (precision over recall, :func:`touches`): a fix touches a server only through
+specific features. Every *scope* (``arch``, ``gpu``, ``platform``) and every *subject*
+(``attention``, ``quant``, ``kv``, ``moe``, ``parser``, ``spec``, ``flags``) the fix names
+must be the server's; a fix tagged with scopes only matches on ``arch`` (a model fix),
+never on a GPU or platform alone.
 
 :func:`tag` derives the tags from a PR title and changed file paths with the vocabulary of
 the capability tables (backend names and modules, quantization methods, parser names,
@@ -200,6 +200,7 @@ def server_features(*, release: str, arch: dict[str, Any], flags: dict[str, Any]
                        "enable_chunked_prefill") if flags.get(k) is True},
         "gpu": {gpu_class} if gpu_class else set(),
         "platform": {"rocm"} if gpu.get("vendor") == "amd" else {"cuda"},
+        "mla": ({"yes"} if arch.get("is_mla") else {"no"}) if arch.get("known") else set(),
     }
     if "fp8" in out["kv"] or "fp8_e4m3" in out["kv"]:
         out["kv"] |= {"fp8", "fp8_e4m3"}
@@ -209,12 +210,29 @@ def server_features(*, release: str, arch: dict[str, Any], flags: dict[str, Any]
 
 
 def touches(fix: dict[str, list[str]], server: dict[str, set[str]]) -> list[str]:
-    """The features through which ``fix`` touches ``server`` ([] = it does not)."""
+    """The features through which ``fix`` touches ``server`` ([] = it does not).
+
+    Every scope and every subject the fix names must be the server's; an attention or MoE
+    backend the server's report does not reveal (none forced, no default for its GPU) is
+    unknown and neither blocks nor counts, except that an MLA-only fix never touches a
+    model without MLA (and the other way round). At least one subject must match, or, for
+    a fix tagged with architectures only, the architecture."""
     for scope in SCOPES:
         if fix.get(scope) and not set(fix[scope]) & server.get(scope, set()):
             return []
-    hits = [f"{k} {', '.join(sorted(set(fix[k]) & server.get(k, set())))}"
-            for k in SUBJECTS if fix.get(k) and set(fix[k]) & server.get(k, set())]
+    hits = []
+    for key in SUBJECTS:
+        want, have = set(fix.get(key) or []), server.get(key, set())
+        if not want:
+            continue
+        if key in ("attention", "moe") and not have:
+            mla = server.get("mla")
+            if key == "attention" and mla and {"MLA" in n for n in want} == {"no" in mla}:
+                return []
+            continue
+        if not want & have:
+            return []
+        hits.append(f"{key} {', '.join(sorted(want & have))}")
     if not hits and fix.get("arch") and not any(fix.get(k) for k in SUBJECTS):
         hits = [f"arch {', '.join(sorted(set(fix['arch']) & server['arch']))}"]
     return hits

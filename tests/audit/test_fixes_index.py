@@ -94,15 +94,25 @@ def test_a_server_gets_one_low_finding_listing_the_fixes_its_release_lacks(kb, t
 
 
 def test_several_fixes_on_what_it_runs_make_it_medium(kb, tmp_path):
-    # Kimi-K2 parser fixes (#37438, #38579) and the FlashInfer-on-Blackwell pair: FLASHINFER
-    # forced on a B200 on 0.11.0.
+    # The qwen3_xml parser fix (#26345) and the FlashInfer-on-B200 pair (#27994, #36987):
+    # FLASHINFER forced on a B200 on 0.11.0.
     report = _report(tmp_path, "0.11.0", "NVIDIA B200",
-                     ["moonshotai/Kimi-K2-Instruct", "--tool-call-parser", "kimi_k2",
+                     ["Qwen/Qwen3-30B-A3B", "--tool-call-parser", "qwen3_xml",
                       "--enable-auto-tool-choice", "--attention-backend", "FLASHINFER"],
-                     "kimi-k2")
+                     "qwen3-30b-a3b")
     finding = _fired(kb, report)["cap-fixes-you-lack"]
     assert finding.severity == "medium"
-    assert "#27994" in finding.message and "#37438" in finding.message
+    assert all(f"#{n}" in finding.message for n in (26345, 27994, 36987))
+
+
+def test_a_fix_for_another_backend_or_attention_kind_does_not_touch_it():
+    # #34597 is Triton MLA + FP8 KV: not a Llama (no MLA) with FP8 KV, whichever backend.
+    fix = {"attention": ["TRITON_MLA"], "kv": ["fp8"]}
+    llama = {"attention": set(), "kv": {"fp8"}, "mla": {"no"}, "arch": set()}
+    assert fixes.touches(fix, llama) == []
+    assert fixes.touches(fix, {**llama, "attention": {"FLASH_ATTN"}}) == []
+    deepseek = {**llama, "mla": {"yes"}}
+    assert fixes.touches(fix, deepseek) == ["kv fp8"]
 
 
 def test_the_upgrade_plan_lists_the_fixes_the_move_brings(kb, tmp_path):
