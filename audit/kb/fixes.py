@@ -38,6 +38,7 @@ from packaging.version import Version
 
 from audit.kb.paths import load_data, per_kb
 from audit.kb.release_caps import caps
+from audit.kb.support import backend_problems
 from audit.kb.vllm_tables import releases, table
 
 SUBJECTS = ("attention", "quant", "kv", "moe", "parser", "spec", "flags")
@@ -181,9 +182,14 @@ def server_features(*, release: str, arch: dict[str, Any], flags: dict[str, Any]
         gpu.get("vendor") != "amd" else None
     forced = flags.get("attention_backend")
     attention = {str(forced).upper()} if isinstance(forced, str) and forced else set()
-    if not attention and gpu_class:
-        order = caps(release).get("default_backends", {}).get(gpu_class, {})
-        first = (order.get("mla" if arch.get("is_mla") else "mha") or [None])[0]
+    if not attention and gpu_class:  # vLLM takes the first listed backend that can serve
+        table = caps(release)
+        order = table.get("default_backends", {}).get(gpu_class, {})
+        kv_dtype = flags.get("kv_cache_dtype") if isinstance(flags.get("kv_cache_dtype"),
+                                                               str) else None
+        first = next((b for b in order.get("mla" if arch.get("is_mla") else "mha") or []
+                      if b in table["attention_backends"] and not backend_problems(
+                          table["attention_backends"][b], arch, cc, kv_dtype)), None)
         attention = {first} if first else set()
     kv = flags.get("kv_cache_dtype")
     out = {

@@ -166,11 +166,26 @@ def test_a_speculative_method_the_release_lacks():
     assert not _support("0.32.0", spec="medusa")["speculative"]
 
 
+def test_a_kv_cache_dtype_no_backend_the_release_picks_can_store():
+    # 0.20.0 on an H100: none of the MLA backends _get_backend_priorities lists stores an
+    # int8 per-token-head cache; the non-MLA list (TRITON_ATTN) does.
+    mla = {"known": True, "is_mla": True}
+    found = _support("0.20.0", arch=mla, flags={"kv_cache_dtype": "int8_per_token_head"})
+    assert "no attention backend vLLM 0.20.0 would pick on compute capability 9.0" in \
+        found["kv_cache"][0]
+    assert not _support("0.20.0", arch={"known": True, "is_mla": False},
+                        flags={"kv_cache_dtype": "int8_per_token_head"})["kv_cache"]
+
+
 def test_a_moe_backend_whose_kernels_lack_the_activation():
     moe = {"is_moe": True}
     found = _support("0.33.0", arch=moe, flags={"moe_backend": "no_such_backend"})["moe"]
     assert "is not one vLLM 0.33.0 accepts" in found[0]
     assert not _support("0.33.0", arch=moe, flags={"moe_backend": "triton"}, act="silu")["moe"]
+    gelu = _support("0.33.0", arch=moe, flags={"moe_backend": "deep_gemm"}, act="gelu")["moe"]
+    assert "not the model's gelu" in gelu[0]
+    assert not _support("0.33.0", arch=moe, flags={"moe_backend": "deep_gemm"}, act="silu")[
+        "moe"]
 
 
 # --------------------------------------------------------------------------- part 3
