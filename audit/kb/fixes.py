@@ -67,6 +67,7 @@ def index() -> dict[str, Any]:
     return load_data("vllm_fixes.json", _parse)
 
 
+@per_kb
 def release_dates() -> dict[str, str]:
     """Known release -> the day its wheel was built (capability table provenance)."""
     return {r: caps(r)["provenance"]["built"] for r in releases()
@@ -78,6 +79,18 @@ def first_release(date: str, dates: dict[str, str] | None = None) -> str | None:
     dates = dates if dates is not None else release_dates()
     later = [r for r, d in dates.items() if d > date]
     return min(later, key=Version) if later else None
+
+
+@per_kb
+def dated_fixes() -> tuple[tuple[dict[str, Any], str, Version], ...]:
+    """(fix, first release, its Version) for every indexed fix some known release has."""
+    dates = release_dates()
+    out = []
+    for fix in index()["fixes"]:
+        first = first_release(fix["date"], dates)
+        if first is not None:
+            out.append((fix, first, Version(first)))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- tagging
@@ -248,13 +261,10 @@ def lacking(release: str, server: dict[str, set[str]], *, upto: str | None = Non
             limit: int = 5) -> list[dict[str, Any]]:
     """Fixes whose first release is after ``release`` (and at or before ``upto``) that touch
     ``server``, closest first: [{number, title, url, first_release, touches}]."""
-    dates = release_dates()
+    floor, ceiling = Version(release), Version(upto) if upto is not None else None
     found = []
-    for fix in index()["fixes"]:
-        first = first_release(fix["date"], dates)
-        if first is None or Version(first) <= Version(release):
-            continue
-        if upto is not None and Version(first) > Version(upto):
+    for fix, first, first_version in dated_fixes():
+        if first_version <= floor or (ceiling is not None and first_version > ceiling):
             continue
         hits = touches(fix["features"], server)
         if hits:
