@@ -188,3 +188,14 @@ def test_the_live_path_stops_on_githubs_rate_limit(github):
         release_fixes(client, "v0.11.1")
     assert cache.get(PAUSE_KEY) == 4102444800
     cache.delete(PAUSE_KEY)
+
+
+def test_the_plan_says_when_the_planned_release_lacks_the_architecture(kb, tmp_path):
+    from advice.planner import plan_server
+    report = _report(tmp_path, "0.11.0", "NVIDIA H100 80GB HBM3",
+                     ["Qwen/Qwen3-Next-80B-A3B-Instruct"], "qwen3-next-80b-a3b")
+    plan = plan_server(report["servers"][0], report, "0.10.0", kb=kb)
+    appear = {f["rule_id"]: f for f in plan["appear"]}
+    assert "first known release registering it: 0.11.0" in \
+        appear["cap-architecture-not-registered"]["message"]
+    assert plan["verdict"] in ("risky", "blocked")
