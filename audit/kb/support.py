@@ -7,7 +7,7 @@ table used, :func:`audit.kb.vllm_tables.table_release` of the running version), 
 sentence names what the release supports instead and the nearest known release that
 supports what was asked (or says none does); a forced attention backend is judged in
 ``model.attention`` (:mod:`audit.kb.backends`, same tables). Generic rules in
-``audit/rules/release_capabilities.yaml`` turn a non-empty list into a finding.
+(``cap-*``, in the subject files of ``audit/rules``) turn a non-empty list into a finding.
 
 Only facts the tables state are used: a capability the source leaves to run time
 ("depends") or a value outside the tabulated grid (:data:`HEAD_SIZES`, :data:`CAPABILITIES`)

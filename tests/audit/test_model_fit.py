@@ -1,4 +1,4 @@
-"""Model-fit rules (audit/rules/model_fit.yaml) on reports built from real public reports: each
+"""Model-fit rules (the mf-* rules) on reports built from real public reports: each
 rule fires on its report and stays silent on the near miss the same report describes.
 
 Case files: tests/audit/model_cases/*.json, the tests/audit/more_cases format plus
