@@ -29,6 +29,7 @@ from packaging.version import Version
 
 from audit.kb.context import build_context
 from audit.kb.engine import SEVERITY_RANK, FindingResult, KnowledgeBase, load_rules
+from audit.kb.fixes import lacking, server_features
 from audit.kb.versions import RELEASE_TIMELINE, parse_version, version_tuple
 
 _ISSUE_RE = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/issues/\d+$")
@@ -133,8 +134,9 @@ def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
 
     Returns ``{"pid", "base_url", "model", "current", "target", "target_raw", "label",
     "verdict", "reasons", "upstream_issues", "appear", "disappear", "escalate",
-    "deescalate", "unchanged", "refused_flags"}`` (``refused_flags``: options the target
-    release refuses, from its table). ``now``: :func:`current_findings` of this server when
+    "deescalate", "unchanged", "refused_flags", "brings_fixes"}`` (``refused_flags``:
+    options the target release refuses, from its table; ``brings_fixes``:
+    :func:`brings_fixes`). ``now``: :func:`current_findings` of this server when
     the caller already has it. Raises ``ValueError`` for a target that names no version.
     """
     kb = _kb(kb)
@@ -144,12 +146,28 @@ def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
     then["vllm"].update(version=normalised, version_raw=target)
     changes = compare(before, list(kb.evaluate(then)))
     return {"pid": server.get("pid"), "base_url": server.get("base_url"),
+            "brings_fixes": brings_fixes(now_ctx, normalised),
             "model": now_ctx["flags"].get("model"), "current": now_ctx["vllm"].get("version"),
             "target": normalised, "target_raw": target,
             # Options the target's table refuses (vLLM exits "unrecognized arguments").
             "refused_flags": then["flags_meta"].get("not_accepted") or [],
             "label": label or f"upgrade to {normalised}",
             **verdict(changes, normalised, kb), **changes}
+
+
+def brings_fixes(now_ctx: dict[str, Any], target: str) -> list[dict[str, Any]]:
+    """Fixes from the shipped index (:mod:`audit.kb.fixes`) the move to ``target`` brings
+    for what this server runs: [{number, title, url, first_release, touches}], closest
+    first; the same matching as the cap-fixes-you-lack finding."""
+    release = now_ctx["vllm"].get("table_release")
+    if not release:
+        return []
+    model, flags = now_ctx["model"], now_ctx["flags"]
+    server = server_features(
+        release=release, arch=model["arch"], flags=flags, gpu=now_ctx["gpu"],
+        quantization=flags.get("quantization") or model["arch"].get("quant_method"),
+        spec_method=(model.get("speculative") or {}).get("raw_method"))
+    return lacking(release, server, upto=target, limit=0)
 
 
 def _current(server: dict[str, Any], report: dict[str, Any], history: list[dict] | None,

@@ -17,12 +17,15 @@ from audit.kb import metrics as metrics_mod
 from audit.kb.backends import attention_block
 from audit.kb.catalogue import decide, parser_block
 from audit.kb.effective import derive_max_model_len, effective_flags, source_categories
+from audit.kb.fixes import fixes_block, server_features
 from audit.kb.flags import ParsedArgv, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
 from audit.kb.invariants import with_invariants
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
+from audit.kb.modelcfg import text_config
 from audit.kb.probes import probes_block
+from audit.kb.support import support_block
 from audit.kb.template_parsers import parser_check
 from audit.kb.templates import template_context
 from audit.kb.versions import parse_version, version_tuple
@@ -379,6 +382,16 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         flags.get("kv_cache_dtype"), vllm["version"])
     memory = memory_block(model, flags, tp=tp, pp=pp, gpu=gpu,
                           engine_cache=_engine_cache(server), row=row)
+    support = support_block(
+        vllm["table_release"], arch=model["arch"], flags=flags, gpu=gpu,
+        quantization=flags.get("quantization") or model["arch"].get("quant_method"),
+        spec_method=model["speculative"]["raw_method"], hidden_act=_hidden_act(server),
+        parser_plugin="tool_parser_plugin" in meta["set"], version=vllm["version"])
+    release = vllm["table_release"]
+    fixes = fixes_block(release, server_features(
+        release=release, arch=model["arch"], flags=flags, gpu=gpu,
+        quantization=flags.get("quantization") or model["arch"].get("quant_method"),
+        spec_method=model["speculative"]["raw_method"]) if release else None)
     return {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
         "memory": memory,
@@ -388,13 +401,24 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
                                              flags.get("reasoning_parser"), model["family"])},
         "metrics": with_invariants(metrics_block(server, report, history, vllm["restarted"]),
                                    flags, model, memory, gpu, meta["release"]),
-        "geometry": geometry, "host": host_block(report),
+        "geometry": geometry, "host": host_block(report), "support": support,
+        "fixes": fixes,
         "probes": probes_block(server),  # issue 17: last live-probe results
         "server": {"pid": server.get("pid"), "base_url": server.get("base_url"),
                    "env": dict(server.get("env") or {}),
                    "started_at": server.get("started_at"), "errors": server.get("errors") or [],
                    "key": server_key(server)},
     }
+
+
+def _hidden_act(server: dict) -> str | None:
+    """config.json's ``hidden_act`` (the decoder's, under ``text_config`` when nested)."""
+    files = server.get("model_files")
+    config = files.get("config") if isinstance(files, dict) else None
+    if not isinstance(config, dict):
+        return None
+    value = text_config(config).get("hidden_act")
+    return value if isinstance(value, str) else None
 
 
 def _engine_cache(server: dict) -> dict[str, Any]:

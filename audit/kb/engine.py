@@ -65,8 +65,10 @@ KINDS = frozenset({"known_issue", "ceiling", "pitfall", "template", "metric", "m
 CADENCES = frozenset({"config", "metrics"})
 TOP_LEVEL = frozenset(
     {"vllm", "flags", "flags_meta", "model", "gpu", "template", "metrics", "geometry", "host",
-     "memory", "server", "probes"}  # memory: issue 11 per-GPU budget (audit/kb/memory.py);
-    # probes: issue 17 live-probe results (audit/kb/probes.py)
+     "memory", "server", "probes", "support", "fixes"}
+    # memory: per-GPU budget (audit/kb/memory.py); probes: live-probe results
+    # (audit/kb/probes.py); support: what the release can serve (audit/kb/support.py);
+    # fixes: shipped fixes it lacks (audit/kb/fixes.py)
 )
 REQUIRED_FIELDS = frozenset(
     {"id", "title", "kind", "severity", "cadence", "condition", "message", "remediation",

@@ -357,7 +357,7 @@ expect("279", ("upx-tool-calling-on-base-checkpoint",), "medium",
 
 
 # --------------------------------------------------------------------------- batch 30 (3NN)
-# Second mining pass (audit/rules/upstream_mined2.yaml, upstream_mined3.yaml).
+# Second mining pass (rules now filed by subject in audit/rules).
 A100x1 = [{"name": "NVIDIA A100-SXM4-80GB", "memory_gib": 80, "count": 1}]
 TP_TO_PP = {"argv_replace": {"--tensor-parallel-size": "--pipeline-parallel-size"}}
 expect("301", ("upx-int4-group-tp-misaligned",), "critical",

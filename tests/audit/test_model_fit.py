@@ -1,4 +1,4 @@
-"""Model-fit rules (audit/rules/model_fit.yaml) on reports built from real public reports: each
+"""Model-fit rules (the mf-* rules) on reports built from real public reports: each
 rule fires on its report and stays silent on the near miss the same report describes.
 
 Case files: tests/audit/model_cases/*.json, the tests/audit/more_cases format plus
@@ -166,10 +166,19 @@ def test_backend_limits_are_data_and_name_the_backends_that_would_serve():
     assert "TRITON_MLA" in mla["would_serve"] and "FLASH_ATTN" not in mla["would_serve"]
     volta = attention_block("FLASH_ATTN", arch("llama-3.1-8b"), 7.0, None, "0.28.0")
     assert "compute capability 8.0" in volta["problems"][0]
-    old_fp8 = attention_block("FLASH_ATTN", arch("llama-3.1-8b"), 9.0, "fp8", "0.26.0")
-    assert old_fp8["can_serve"] is False
-    assert attention_block("FLASH_ATTN", arch("llama-3.1-8b"), 9.0, "fp8", "0.28.0")[
+    # 0.26's FlashAttentionBackend leaves fp8 KV to the installed FlashAttention 3 (run
+    # time): not a stated limit. FlexAttention's supported_kv_cache_dtypes has no fp8.
+    assert attention_block("FLASH_ATTN", arch("llama-3.1-8b"), 9.0, "fp8", "0.26.0")[
         "can_serve"] is True
+    flex = attention_block("FLEX_ATTENTION", arch("llama-3.1-8b"), 9.0, "fp8", "0.28.0")
+    assert flex["can_serve"] is False and "KV-cache dtype fp8" in flex["problems"][0]
+    # 0.8.5's backend class states no compute capability: the hand fact (vllm#13398) applies.
+    old_volta = attention_block("FLASH_ATTN", arch("llama-3.1-8b"), 7.0, None, "0.8.5")
+    assert "compute capability 8.0" in old_volta["problems"][0]
+    # A backend the running release does not have names the first release with it.
+    missing = attention_block("FLASHMLA_SPARSE", arch("deepseek-v3"), 9.0, None, "0.8.5")
+    assert missing["can_serve"] is False and "first known release with it" in \
+        missing["problems"][0]
     assert attention_block(None, arch("llama-3.1-8b"), 9.0, None, "0.28.0")["can_serve"] is None
 
 

@@ -111,3 +111,22 @@ def test_a_bundle_without_a_table_fails_naming_the_file(kb_settings, make_bundle
 
     with pytest.raises(FileNotFoundError, match="parsers.yaml"):
         catalogue.parsers()
+
+
+def test_a_bundle_s_fixes_index_and_capability_tables_replace_the_built_in_ones(
+        kb_settings, make_bundle):
+    from audit.kb import fixes, release_caps
+    before = len(fixes.index()["fixes"])
+
+    def edit(files: dict[str, bytes]) -> None:
+        index = json.loads(files["data/vllm_fixes.json"])
+        index["fixes"] = index["fixes"][:1]
+        files["data/vllm_fixes.json"] = json.dumps(index).encode()
+        table = json.loads(files["data/vllm/capabilities/0.33.0.json"])
+        table["tool_parsers"] = ["zz_bundle_only"]
+        files["data/vllm/capabilities/0.33.0.json"] = json.dumps(table).encode()
+
+    _install(make_bundle, edit)
+
+    assert len(fixes.index()["fixes"]) == 1 < before
+    assert release_caps.caps("0.33.0")["tool_parsers"] == ["zz_bundle_only"]

@@ -1,0 +1,1 @@
+__version__ = version = "9.9.0"

@@ -1,0 +1,4 @@
+class MoEActivation(Enum):
+    SILU = "silu"
+    GELU = "gelu"
+    SWIGLUOAI = "swigluoai"

@@ -1,0 +1,1 @@
+QuantizationMethods = Literal["toyfp8", "toyint4"]

@@ -1,0 +1,4 @@
+class QuantizationConfig:
+    @classmethod
+    def get_min_capability(cls) -> int:
+        raise NotImplementedError

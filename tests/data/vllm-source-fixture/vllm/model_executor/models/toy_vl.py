@@ -1,0 +1,2 @@
+def load(name):
+    return AutoProcessor.from_pretrained(name, trust_remote_code=True)

@@ -1,0 +1,2 @@
+class RocmPlatform(Platform):
+    supported_quantization: list[str] = ["toyint4"]

@@ -1,0 +1,3 @@
+@ReasoningParserManager.register_module("toy_think")
+class ToyThinkParser:
+    pass

@@ -1,0 +1,3 @@
+@ToolParserManager.register_module(["toy_legacy", "toy_legacy2"])
+class ToyLegacyParser:
+    pass

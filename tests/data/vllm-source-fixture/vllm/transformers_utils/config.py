@@ -1,0 +1,1 @@
+_CONFIG_REGISTRY = LazyConfigDict(toy_vl="ToyVLConfig", toy="ToyConfig")
