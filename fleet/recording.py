@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server, future_cutoff
 from fleet.samples import record_sample
+from fleet_agent import shellwords
 from fleet_agent.schema import FailedStart, ServerInfo, parse_report
 from fleet_agent.schema import Report as WireReport
 
@@ -453,4 +454,6 @@ def _proc(pid: int, started_at: Any) -> str:
 
 
 def _argv(argv: list[str]) -> str:
-    return " ".join(argv)
+    """A command line as shown in the change history: quoted like every shown command
+    (:func:`fleet_agent.shellwords.join`: no control character reaches a viewer's terminal)."""
+    return shellwords.join(argv)
