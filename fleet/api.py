@@ -35,7 +35,7 @@ from fleet.models import AgentToken, EnrollmentSecret, Host, Report, future_cuto
 from fleet.ratelimit import check_rate
 from fleet.recording import server_identity, store_report
 from fleet.signals import report_needs_evaluation
-from fleet_agent.redact import redact_report
+from fleet_agent.report_redaction import redact_report
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,

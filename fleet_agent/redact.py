@@ -219,6 +219,16 @@ def _redact_json_obj(obj: Any, found: set[str] | None) -> Any:
     return obj
 
 
+def redact_json_value(obj: Any, found: set[str] | None = None) -> Any:
+    """A decoded JSON document (``config.json``, a label map) with every secret key's value
+    replaced and every string through :func:`redact_text`. Nested past Python's recursion
+    limit: :data:`REDACTED` whole (never raises)."""
+    try:
+        return _redact_json_obj(obj, found)
+    except RecursionError:
+        return REDACTED
+
+
 def _remember_nested(val: Any, found: set[str] | None) -> None:
     if isinstance(val, str):
         _remember(found, val)
@@ -288,6 +298,15 @@ def _json_pair(match: re.Match[str], found: set[str] | None) -> str:
         return match.group(0)
     value = redact_secret_value(match.group("value"), found, match.group("name"))
     return f'"{match.group("name")}": "{value}"'
+
+
+def redact_shapes(text: str, found: set[str] | None = None) -> str:
+    """Only the credentials recognisable by shape (:data:`_TOKEN_SHAPE`), one linear pass:
+    for large machine text (Prometheus exposition) where name rules would misread labels."""
+    def shape(match: re.Match[str]) -> str:
+        _remember(found, match.group(0))
+        return REDACTED
+    return _TOKEN_SHAPE.sub(shape, text)
 
 
 def redact_inline(text: str, found: set[str] | None = None) -> str:
@@ -495,31 +514,3 @@ def map_json(obj: Any, text: Callable[[str], Any], *, other: Callable[[Any], Any
             copy = text(source) if isinstance(source, str) else other(source)
         parent[slot] = copy
     return root[0]
-
-
-def redact_report(raw: Any) -> Any:
-    """A decoded report (wire JSON) with every server's argv, env, base_url and errors
-    redacted, and every secret value found there scrubbed from the whole document.
-
-    The dashboard runs this at ingest (defence in depth: an older or modified agent may send
-    what this one would redact). Fields of the wrong type are left for the schema to refuse.
-    """
-    if not isinstance(raw, dict) or not isinstance(raw.get("servers"), list):
-        return raw
-    found: set[str] = set()
-    servers = []
-    for server in raw["servers"]:
-        if isinstance(server, dict):
-            server = dict(server)
-            argv, env = server.get("argv"), server.get("env")
-            if isinstance(argv, list) and all(isinstance(w, str) for w in argv):
-                server["argv"] = redact_argv(argv, found)
-            if isinstance(env, dict) and all(isinstance(v, str) for v in env.values()):
-                server["env"] = redact_env({str(k): v for k, v in env.items()}, found)
-            if isinstance(server.get("base_url"), str):
-                server["base_url"] = redact_urls(server["base_url"], found)
-            errors = server.get("errors")
-            if isinstance(errors, list) and all(isinstance(e, str) for e in errors):
-                server["errors"] = [redact_text(e, found) for e in errors]
-        servers.append(server)
-    return scrub({**raw, "servers": servers}, found)
