@@ -218,6 +218,9 @@ def _enroll_refused(request: HttpRequest, secret: str) -> None:
 
 
 def _printable(field: str, value: str) -> str:
+    """``value`` stripped; 422 naming ``field`` unless it is 1-255 printable characters
+    (:meth:`str.isprintable`: no CR/LF, ESC or other control, no line separator). The same
+    rule for a hostname at enrollment and in every report."""
     value = value.strip()
     if not value or not value.isprintable():
         raise ApiRefusal(422, f"{field} must be 1-255 printable characters",
@@ -378,6 +381,7 @@ def _validate(raw: dict[str, Any]) -> Any:
         wire = parse_report(raw)
     except ReportError as exc:
         raise ApiRefusal(422, "report does not match the contract", exc.details) from None
+    _printable("host.hostname", wire.host.hostname)
     _refuse_future(wire)
     return wire
 

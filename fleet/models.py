@@ -40,7 +40,12 @@ class Host(models.Model):
 
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     machine_id = models.CharField(max_length=255, unique=True)
+    #: The name the host enrolled with (an admin may rename it): its identity on every page,
+    #: export, metric and alert. A report never changes it.
     hostname = models.CharField(max_length=255)
+    #: The hostname the newest report gave, recorded as such and shown beside the enrolled
+    #: name when they differ; never used as the host's identity.
+    reported_hostname = models.CharField(max_length=255, blank=True)
     labels = models.JSONField(default=dict, blank=True)
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(null=True, blank=True)

@@ -208,7 +208,7 @@ def apply_report(host: Host, wire: WireReport, report: Report) -> None:
 
 def _update_host(host: Host, wire: WireReport) -> None:
     info = wire.host
-    host.hostname = info.hostname
+    host.reported_hostname = info.hostname  # the enrolled ``hostname`` stays the identity
     host.labels = info.labels or host.labels
     host.last_seen = wire.collected_at if host.last_seen is None else max(
         host.last_seen, wire.collected_at)
