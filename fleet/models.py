@@ -30,6 +30,17 @@ def future_cutoff(now: datetime | None = None) -> datetime:
     return (now or timezone.now()) + timedelta(seconds=settings.COLLECTED_AT_MAX_AHEAD_S)
 
 
+def past_cutoff(now: datetime | None = None) -> datetime:
+    """Earliest believable report time: now - ``settings.COLLECTED_AT_MAX_AGE_DAYS``.
+
+    Ingest refuses earlier ``collected_at`` values (422): ``0001-01-01`` stored once made
+    every evaluation of the host raise ``OverflowError`` (date minus a window).
+    """
+    from django.conf import settings
+
+    return (now or timezone.now()) - timedelta(days=settings.COLLECTED_AT_MAX_AGE_DAYS)
+
+
 def sha256_hex(text: str) -> str:
     """Hex sha256 of a UTF-8 string (how tokens and enrollment secrets are stored)."""
     return hashlib.sha256(text.encode()).hexdigest()
@@ -457,6 +468,9 @@ class ProbePolicy(models.Model):
 
     #: One probe run per server per hour at most (issue 17: probes are rare and tiny).
     MIN_PROBE_INTERVAL_S = 3600
+    #: At most a year between two runs: longer means off, and ``interval_s`` is a PostgreSQL
+    #: integer (2**31 - 1 s) that ``596524`` hours already overflowed.
+    MAX_PROBE_INTERVAL_S = 366 * 24 * 3600
 
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="probe_policies")
     server_identity = models.CharField(max_length=255, blank=True)
