@@ -301,7 +301,8 @@ def test_a_proxy_error_on_an_over_size_body_sets_the_report_aside(tmp_path, stat
     (moved aside) in one cycle, and the report behind it is delivered."""
     import httpx
 
-    big_id, small_id = "00000000-0000-4000-8000-00000000000b", "00000000-0000-4000-8000-00000000000c"
+    big_id = "00000000-0000-4000-8000-00000000000b"
+    small_id = "00000000-0000-4000-8000-00000000000c"
     big = gzip.compress(json.dumps({"report_id": big_id, "pad": "x" * (MAX_REPORT_BYTES + 10)})
                         .encode())
     spool = _spool(tmp_path, max_bytes=64 << 20)

@@ -37,7 +37,7 @@ def test_the_cap_leaves_room_only_for_gzips_own_overhead() -> None:
 
 
 @pytest.mark.parametrize("size", [4_200_000, 5 << 20, 9 << 20])
-def test_a_body_over_the_cap_is_a_413_from_the_proxy(proxy: str, size: int) -> None:
+def test_a_body_over_the_cap_is_a_413_from_the_proxy(proxy: str, size: int) -> None:  # noqa: F811
     for _ in range(3):  # the broken pipe was a race: try it more than once
         response = httpx.post(proxy + "/api/v1/reports", content=b"x" * size, timeout=60,
                               headers={"Authorization": "Bearer not-a-token",
@@ -46,7 +46,7 @@ def test_a_body_over_the_cap_is_a_413_from_the_proxy(proxy: str, size: int) -> N
         assert "4 MiB report cap" in response.text  # Caddy's answer, not gunicorn's
 
 
-def test_a_body_at_the_cap_still_reaches_ingest(proxy: str) -> None:
+def test_a_body_at_the_cap_still_reaches_ingest(proxy: str) -> None:  # noqa: F811
     response = httpx.post(proxy + "/api/v1/reports", content=b"x" * MAX_REPORT_BYTES,
                           timeout=60, headers={"Authorization": "Bearer not-a-token",
                                                "Content-Type": "application/json"})
