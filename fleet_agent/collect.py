@@ -38,6 +38,7 @@ from fleet_agent import (
     trim,
 )
 from fleet_agent.config import AgentConfig, ServerOverride
+from fleet_agent.report_redaction import redact_report
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -155,7 +156,9 @@ def collect(inp: CycleInput) -> Report:
         "failed_starts": failed,
         "failed_start_errors": failed_notes,
     }
-    data = trim.conform(redact.scrub(data, found | _config_secrets(inp.config)))
+    # The same whole-document pass as ingest's (model files, labels, probe evidence, any
+    # field a collector forgot), then every secret value met anywhere scrubbed everywhere.
+    data = trim.conform(redact.scrub(redact_report(data), found | _config_secrets(inp.config)))
     _sanitize(data)
     return Report.model_validate(trim.fit(data, MAX_REPORT_BYTES - TRIM_MARGIN_BYTES))
 
