@@ -116,13 +116,26 @@ class ProcessMemory:
 # ----------------------------------------------------------------------------- lines
 
 
+#: A line of a PEM body (RFC 7468: base64 lines, or a ``Name: value`` header of legacy PEM)
+#: possibly after a journal prefix; anything else ends a key whose END line never came.
+_KEY_BODY = re.compile(r"(?:^|\s)(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]+: [^\s]+)\s*$")
+
+
 def clean_lines(raw: list[str], found: set[str] | None = None) -> list[str]:
     """Keep the last :data:`MAX_LINES` error lines of ``raw``, never request logging,
     each truncated to :data:`MAX_LINE_CHARS` and redacted, :data:`MAX_ENTRY_LINE_BYTES` in all.
     """
     kept: list[str] = []
+    in_key = False  # between a "-----BEGIN … PRIVATE KEY-----" line and its END line
     for line in raw:
         line = line.rstrip("\r\n").replace("\x00", "")
+        starts = "PRIVATE KEY-----" in line and "-----BEGIN" in line
+        ends = "PRIVATE KEY-----" in line and "-----END" in line
+        if in_key and not ends and not _KEY_BODY.search(line):
+            in_key = False  # the key was cut short: this line is the log again
+        if in_key or (starts and not ends):
+            in_key = not ends  # a key logged one line at a time: no body line is kept
+            continue
         if not line.strip() or REQUEST_LINE.search(line) or not ERROR_LINE.search(line):
             continue
         kept.append(redact_line(line[:MAX_LINE_CHARS], found))
