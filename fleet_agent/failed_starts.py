@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 
-from fleet_agent import discovery, redact
+from fleet_agent import capabilities, discovery, redact
 
 log = logging.getLogger("fleet_agent.failed_starts")
 
@@ -166,6 +166,9 @@ def _entry(source: str, name: str, argv: list[str], found: set[str], **fields: A
 
 
 def _run(argv: list[str], src: Sources) -> str:
+    """Run ``argv`` (systemctl/journalctl) without the agent's ambient capabilities: with
+    CAP_DAC_READ_SEARCH, journalctl would read every journal whatever its group."""
+    capabilities.clear_ambient()  # this thread's set: the child is forked from it
     env = {"PATH": src.path, "LC_ALL": "C"} if src.path else None
     done = subprocess.run(argv, capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False,  # noqa: S603 - fixed argv, no shell
                           env=env, text=True, errors="replace")
