@@ -31,8 +31,7 @@ class ServerInline(admin.TabularInline):
 class HostAdmin(admin.ModelAdmin):
     list_display = ("hostname", "machine_id", "last_seen", "agent_version")
     search_fields = ("hostname", "machine_id")
-    readonly_fields = ("code", "reported_hostname", "first_seen", "last_seen",
-                       "last_collected_at")
+    readonly_fields = ("code", "first_seen", "last_seen", "last_collected_at")
     inlines = [ServerInline]
     actions = ["issue_token"]
 

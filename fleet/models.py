@@ -54,9 +54,6 @@ class Host(models.Model):
     #: The name the host enrolled with (an admin may rename it): its identity on every page,
     #: export, metric and alert. A report never changes it.
     hostname = models.CharField(max_length=255)
-    #: The hostname the newest report gave, recorded as such and shown beside the enrolled
-    #: name when they differ; never used as the host's identity.
-    reported_hostname = models.CharField(max_length=255, blank=True)
     labels = models.JSONField(default=dict, blank=True)
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(null=True, blank=True)
@@ -75,6 +72,15 @@ class Host(models.Model):
 
     def __str__(self) -> str:
         return self.hostname
+
+    @property
+    def reported_hostname(self) -> str:
+        """The hostname the host's reports give (the newest ``REPORTED_HOSTNAME`` change
+        event, recorded when it differs from the enrolled name), else the enrolled name;
+        shown beside the enrolled name, never used as the host's identity. One query."""
+        reported = (self.events.filter(kind=ChangeEvent.Kind.REPORTED_HOSTNAME)
+                    .order_by("-at", "-id").values_list("new_value", flat=True).first())
+        return self.hostname if reported is None else reported
 
     def seconds_since_seen(self, now: datetime | None = None) -> int | None:
         """Whole seconds since the last accepted report, or None if never seen."""
@@ -352,6 +358,8 @@ class ChangeEvent(models.Model):
         TEMPLATE_CHANGED = "template_changed", "chat template changed"
         SERVER_STOPPED = "server_stopped", "server gone"
         GPUS_CHANGED = "gpus_changed", "GPUs changed"
+        #: The reports' own hostname changed (it never renames the enrolled host).
+        REPORTED_HOSTNAME = "reported_hostname", "reported hostname changed"
 
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="events")
     server = models.ForeignKey(Server, null=True, blank=True, on_delete=models.CASCADE,

@@ -51,3 +51,16 @@ def test_a_hostname_with_control_characters_is_a_422_naming_the_field(
     assert response.status_code == 422, response.content
     assert [d["path"] for d in response.json()["details"]] == ["host.hostname"]
     assert Report.objects.count() == 0
+
+
+def test_the_reported_name_is_history_recorded_once_per_change(enrolled, post_report,
+                                                               make_report) -> None:
+    from fleet.models import ChangeEvent
+
+    host, token = enrolled(hostname="gpu-node-07")
+    for name in ("gpu-node-01", "gpu-node-01", "gpu-node-07"):
+        assert post_report(make_report(host={"hostname": name}), token).status_code == 202
+    events = ChangeEvent.objects.filter(host=host, kind=ChangeEvent.Kind.REPORTED_HOSTNAME)
+    assert sorted(events.values_list("old_value", "new_value")) == [
+        ("gpu-node-01", "gpu-node-07"), ("gpu-node-07", "gpu-node-01")]
+    assert Host.objects.get(pk=host.pk).reported_hostname == "gpu-node-07"
