@@ -53,7 +53,7 @@ class _Drip(BaseHTTPRequestHandler):
                 self.wfile.flush()
             except OSError:
                 return
-            self.stop.wait(0.5)
+            self.stop.wait(1.0)  # one byte a second
 
 
 @pytest.fixture
