@@ -12,8 +12,8 @@ fits its shape:
 * JSON documents (``servers[].model_files.config`` and its siblings) and ``host.labels``: a
   secret key (``hf_token``, ``password``) loses its value, other strings go through
   :func:`~fleet_agent.redact.redact_text`;
-* ``servers[].metrics.text`` (Prometheus exposition, up to 2 MiB): URL credentials and token
-  shapes only, one linear pass each;
+* ``servers[].metrics.text`` (Prometheus exposition, up to 2 MiB): URL credentials and
+  credential shapes in each distinct label value (the rest of the text is vLLM's own);
 * every other string anywhere, fields this version does not know included:
   :func:`~fleet_agent.redact.redact_text`.
 
@@ -24,6 +24,7 @@ schema to refuse, and hostile nesting is walked iteratively (:func:`map_json`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fleet_agent.redact import (
@@ -97,9 +98,21 @@ def _base_url(value: Any, found: set[str]) -> Any:
     return redact_urls(value, found) if isinstance(value, str) else _strings(value, found)
 
 
+#: A label value of the Prometheus text exposition (``name{label="value"} 1``).
+_LABEL_VALUE = re.compile(r'="((?:[^"\\\n]|\\.)*)"')
+
+
 def _metrics(value: Any, found: set[str]) -> Any:
     def text(val: Any, found: set[str]) -> Any:
-        return redact_shapes(redact_urls(val, found), found) if isinstance(val, str) else val
+        if not isinstance(val, str):
+            return val
+        # Only label values carry text from outside vLLM (model names, paths); each distinct
+        # one is checked once (a 60 KB exposition repeats a few dozen), not the whole text.
+        for label in set(_LABEL_VALUE.findall(val)):
+            clean = redact_shapes(redact_urls(label, found), found)
+            if clean != label:
+                val = val.replace(f'="{label}"', f'="{clean}"')
+        return val
     return _fields(value, found, {"text": text})
 
 

@@ -27,6 +27,7 @@ SECRETS = [HF, SK, BEARER, REDIS_PW, "cfg-password-xyz", "label-token-value",
 
 
 def _hostile_report(make_report) -> dict:
+    report_time = make_report()["collected_at"]
     probe = {"name": "tool-call-parser", "ran_at": "2026-11-29T08:00:00Z",
              "outcome": "confirmed",
              "evidence": f"request failed: Authorization: Bearer {BEARER} via "
@@ -41,6 +42,8 @@ def _hostile_report(make_report) -> dict:
               "errors": [f"journal: redis://u:{REDIS_PW}@cache/0"]}
     return make_report(
         server={"probes": [probe], "model_files": model_files,
+                "metrics": {"format": "prometheus-text", "scraped_at": report_time,
+                            "text": f'vllm:num_requests_running{{model_name="{HF}"}} 1\n'},
                 "errors": [f"could not scrape: Bearer {BEARER}"],
                 "x_future_field": {"note": "PASSWORD=unknown-field-pw"}},
         host={"labels": {"team": "ml", "deploy_token": "label-token-value",
@@ -61,6 +64,8 @@ def test_no_planted_secret_is_stored_from_any_field(enrolled, post_report, make_
                                      "url": f"redis://{REDACTED}@cache/0"}
     config = raw["servers"][0]["model_files"]["config"]
     assert config["model_type"] == "llama" and config["hf_token"] == REDACTED
+    assert raw["servers"][0]["metrics"]["text"] == \
+        f'vllm:num_requests_running{{model_name="{REDACTED}"}} 1\n'
     assert raw["failed_starts"][0]["argv"][:5] == ["vllm", "serve", "m", "--api-key", REDACTED]
     client.force_login(admin_user)
     page = client.get(f"/hosts/{host.code}/").content.decode()
