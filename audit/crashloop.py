@@ -20,7 +20,6 @@ a report no longer lists the failed start.
 
 from __future__ import annotations
 
-import shlex
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +29,7 @@ from audit.kb.engine import SEVERITY_RANK, FindingResult, Rule
 from audit.models import Finding
 from audit.outcomes import ServerOutcome, upsert_finding
 from fleet.models import Host, Report, Server
+from fleet_agent import shellwords
 
 #: The built-in finding of a crash-looping slot (not a KB rule: it needs no condition).
 CRASH_LOOP_RULE_ID = "crash-loop"
@@ -152,8 +152,9 @@ def _evidence(server: Server, state: dict[str, Any], restarts: int,
     lines = entry.get("lines") or []
     return {"failed_start": True, "source": entry.get("source"),
             "unit_or_container": entry.get("unit_or_container"),
-            # shlex-quoted: agent data shown on pages must paste as the literal argv only
-            "argv": shlex.join(str(t) for t in entry.get("argv") or [])[:2000],
+            # quoted (fleet_agent.shellwords): agent data shown on pages must paste as the
+            # literal argv only, with no control character reaching the terminal
+            "argv": shellwords.join(entry.get("argv") or [], max_chars=2000),
             "image": entry.get("image"), "restart_count": entry.get("restart_count"),
             "exit_code": entry.get("exit_code"), "state": entry.get("state"),
             "last_exit_at": entry.get("last_exit_at"), "first_failed_at": state.get("first_seen"),

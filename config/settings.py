@@ -208,6 +208,10 @@ INGEST_TOKEN_CACHE_S = env_int("INGEST_TOKEN_CACHE_S", 300, minimum=0)
 #: How far ahead of this server's clock a report's collected_at may be (seconds): clock skew
 #: between nodes is tolerated, a 2099 timestamp that would hide every later report is not.
 COLLECTED_AT_MAX_AHEAD_S = env_int("COLLECTED_AT_MAX_AHEAD_S", 300, minimum=0)
+#: How far behind this server's clock a report's collected_at may be (days): a spooled report
+#: of a node that was offline for months is still history, ``0001-01-01`` is not (date
+#: arithmetic on it overflows in evaluation). One year by default.
+COLLECTED_AT_MAX_AGE_DAYS = env_int("COLLECTED_AT_MAX_AGE_DAYS", 366, minimum=1)
 
 # --- enrollment (issue 16 item 3) ---------------------------------------------------
 #: Enrollment attempts per client IP and per secret: (requests, per seconds), and burst.

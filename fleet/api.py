@@ -31,11 +31,19 @@ from fleet import probes as fleet_probes
 from fleet import token_cache
 from fleet.bodies import BodyError, read_capped_body
 from fleet.client_ip import client_ip, client_ip_or_none
-from fleet.models import AgentToken, EnrollmentSecret, Host, Report, future_cutoff, sha256_hex
+from fleet.models import (
+    AgentToken,
+    EnrollmentSecret,
+    Host,
+    Report,
+    future_cutoff,
+    past_cutoff,
+    sha256_hex,
+)
 from fleet.ratelimit import check_rate
 from fleet.recording import server_identity, store_report
 from fleet.signals import report_needs_evaluation
-from fleet_agent.redact import redact_report
+from fleet_agent.report_redaction import redact_report
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -218,6 +226,9 @@ def _enroll_refused(request: HttpRequest, secret: str) -> None:
 
 
 def _printable(field: str, value: str) -> str:
+    """``value`` stripped; 422 naming ``field`` unless it is 1-255 printable characters
+    (:meth:`str.isprintable`: no CR/LF, ESC or other control, no line separator). The same
+    rule for a hostname at enrollment and in every report."""
     value = value.strip()
     if not value or not value.isprintable():
         raise ApiRefusal(422, f"{field} must be 1-255 printable characters",
@@ -378,22 +389,30 @@ def _validate(raw: dict[str, Any]) -> Any:
         wire = parse_report(raw)
     except ReportError as exc:
         raise ApiRefusal(422, "report does not match the contract", exc.details) from None
-    _refuse_future(wire)
+    _printable("host.hostname", wire.host.hostname)
+    _refuse_out_of_range(wire)
     return wire
 
 
-def _refuse_future(wire: Any) -> None:
-    """422 for times past :func:`fleet.models.future_cutoff` (``COLLECTED_AT_MAX_AHEAD_S``): a
-    2099 ``collected_at`` would make every later report look like a late replay."""
-    cutoff = future_cutoff()
-    late = [("collected_at", wire.collected_at)] + [
+def _refuse_out_of_range(wire: Any) -> None:
+    """422 for times past :func:`fleet.models.future_cutoff` (``COLLECTED_AT_MAX_AHEAD_S``: a
+    2099 ``collected_at`` would make every later report look like a late replay) or before
+    :func:`fleet.models.past_cutoff` (``COLLECTED_AT_MAX_AGE_DAYS``: ``0001-01-01`` overflows
+    the evaluation's date arithmetic)."""
+    late, early = future_cutoff(), past_cutoff()
+    times = [("collected_at", wire.collected_at)] + [
         (f"servers[{i}].metrics.scraped_at", s.metrics.scraped_at)
         for i, s in enumerate(wire.servers) if s.metrics is not None]
-    details = [{"path": path, "message": f"{value.isoformat()} is more than "
-                f"{settings.COLLECTED_AT_MAX_AHEAD_S} s ahead of the dashboard's clock"}
-               for path, value in late if value > cutoff]
-    if details:
-        raise ApiRefusal(422, "report is dated in the future", details)
+    ahead = [{"path": path, "message": f"{value.isoformat()} is more than "
+              f"{settings.COLLECTED_AT_MAX_AHEAD_S} s ahead of the dashboard's clock"}
+             for path, value in times if value > late]
+    if ahead:
+        raise ApiRefusal(422, "report is dated in the future", ahead)
+    behind = [{"path": path, "message": f"{value.isoformat()} is more than "
+               f"{settings.COLLECTED_AT_MAX_AGE_DAYS} days behind the dashboard's clock"}
+              for path, value in times if value < early]
+    if behind:
+        raise ApiRefusal(422, "report is dated too far in the past", behind)
 
 
 def enqueue_evaluation(report_id: str) -> None:

@@ -30,6 +30,17 @@ def future_cutoff(now: datetime | None = None) -> datetime:
     return (now or timezone.now()) + timedelta(seconds=settings.COLLECTED_AT_MAX_AHEAD_S)
 
 
+def past_cutoff(now: datetime | None = None) -> datetime:
+    """Earliest believable report time: now - ``settings.COLLECTED_AT_MAX_AGE_DAYS``.
+
+    Ingest refuses earlier ``collected_at`` values (422): ``0001-01-01`` stored once made
+    every evaluation of the host raise ``OverflowError`` (date minus a window).
+    """
+    from django.conf import settings
+
+    return (now or timezone.now()) - timedelta(days=settings.COLLECTED_AT_MAX_AGE_DAYS)
+
+
 def sha256_hex(text: str) -> str:
     """Hex sha256 of a UTF-8 string (how tokens and enrollment secrets are stored)."""
     return hashlib.sha256(text.encode()).hexdigest()
@@ -40,6 +51,8 @@ class Host(models.Model):
 
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     machine_id = models.CharField(max_length=255, unique=True)
+    #: The name the host enrolled with (an admin may rename it): its identity on every page,
+    #: export, metric and alert. A report never changes it.
     hostname = models.CharField(max_length=255)
     labels = models.JSONField(default=dict, blank=True)
     first_seen = models.DateTimeField(default=timezone.now)
@@ -59,6 +72,15 @@ class Host(models.Model):
 
     def __str__(self) -> str:
         return self.hostname
+
+    @property
+    def reported_hostname(self) -> str:
+        """The hostname the host's reports give (the newest ``REPORTED_HOSTNAME`` change
+        event, recorded when it differs from the enrolled name), else the enrolled name;
+        shown beside the enrolled name, never used as the host's identity. One query."""
+        reported = (self.events.filter(kind=ChangeEvent.Kind.REPORTED_HOSTNAME)
+                    .order_by("-at", "-id").values_list("new_value", flat=True).first())
+        return self.hostname if reported is None else reported
 
     def seconds_since_seen(self, now: datetime | None = None) -> int | None:
         """Whole seconds since the last accepted report, or None if never seen."""
@@ -336,6 +358,8 @@ class ChangeEvent(models.Model):
         TEMPLATE_CHANGED = "template_changed", "chat template changed"
         SERVER_STOPPED = "server_stopped", "server gone"
         GPUS_CHANGED = "gpus_changed", "GPUs changed"
+        #: The reports' own hostname changed (it never renames the enrolled host).
+        REPORTED_HOSTNAME = "reported_hostname", "reported hostname changed"
 
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="events")
     server = models.ForeignKey(Server, null=True, blank=True, on_delete=models.CASCADE,
@@ -452,6 +476,9 @@ class ProbePolicy(models.Model):
 
     #: One probe run per server per hour at most (issue 17: probes are rare and tiny).
     MIN_PROBE_INTERVAL_S = 3600
+    #: At most a year between two runs: longer means off, and ``interval_s`` is a PostgreSQL
+    #: integer (2**31 - 1 s) that ``596524`` hours already overflowed.
+    MAX_PROBE_INTERVAL_S = 366 * 24 * 3600
 
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="probe_policies")
     server_identity = models.CharField(max_length=255, blank=True)

@@ -28,7 +28,7 @@ def enable(host: Host, server_identity: str, names: list[str] | None, interval_s
     """Turn probes on for ``server_identity`` of ``host`` ("" for every server).
 
     ``names`` None means every probe. Raises :class:`PolicyError` for an unknown name or an
-    interval under ``ProbePolicy.MIN_PROBE_INTERVAL_S`` seconds.
+    interval outside ``ProbePolicy.MIN_PROBE_INTERVAL_S``..``MAX_PROBE_INTERVAL_S`` seconds.
     """
     chosen = list(PROBE_NAMES) if names is None else list(dict.fromkeys(names))
     unknown = sorted(set(chosen) - set(PROBE_NAMES))
@@ -37,6 +37,9 @@ def enable(host: Host, server_identity: str, names: list[str] | None, interval_s
     if interval_s < ProbePolicy.MIN_PROBE_INTERVAL_S:
         raise PolicyError(f"interval_s {interval_s} is under the minimum "
                           f"{ProbePolicy.MIN_PROBE_INTERVAL_S} s (one run per hour per server)")
+    if interval_s > ProbePolicy.MAX_PROBE_INTERVAL_S:
+        raise PolicyError(f"interval of {interval_s // 3600} h is over the maximum "
+                          f"{ProbePolicy.MAX_PROBE_INTERVAL_S // 3600} h (a year)")
     policy, _ = ProbePolicy.objects.update_or_create(
         host=host, server_identity=server_identity[:255],
         defaults={"names": chosen, "interval_s": interval_s, "enabled": True,

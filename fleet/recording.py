@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server, future_cutoff
 from fleet.samples import record_sample
+from fleet_agent import shellwords
 from fleet_agent.schema import FailedStart, ServerInfo, parse_report
 from fleet_agent.schema import Report as WireReport
 
@@ -196,6 +197,7 @@ def apply_report(host: Host, wire: WireReport, report: Report) -> None:
     if host.last_collected_at and wire.collected_at <= host.last_collected_at:
         return  # a late (replayed) report: keep it, leave current state alone
     _update_host(host, wire)
+    _record_reported_hostname(host, wire, report)
     _record_gpus(host, wire, report)
     _record_servers(host, wire, report)
     _record_failed_starts(host, wire, report)
@@ -207,7 +209,6 @@ def apply_report(host: Host, wire: WireReport, report: Report) -> None:
 
 def _update_host(host: Host, wire: WireReport) -> None:
     info = wire.host
-    host.hostname = info.hostname
     host.labels = info.labels or host.labels
     host.last_seen = wire.collected_at if host.last_seen is None else max(
         host.last_seen, wire.collected_at)
@@ -220,6 +221,19 @@ def _update_host(host: Host, wire: WireReport) -> None:
     host.cuda_driver_version = info.cuda_driver_version or ""
     host.gpu_error = wire.gpu_error or ""
     host.save()
+
+
+def _record_reported_hostname(host: Host, wire: WireReport, report: Report) -> None:
+    """A ``REPORTED_HOSTNAME`` event when the report's ``host.hostname`` differs from the
+    last one recorded (at first, from the enrolled name): the host's identity stays the
+    enrolled ``Host.hostname`` (a token cannot speak for another machine), and what its
+    reports call it is kept as history and shown on the host page. One query per report."""
+    reported = wire.host.hostname
+    previous = host.reported_hostname
+    if reported != previous:
+        ChangeEvent.objects.create(host=host, report=report,
+                                   kind=ChangeEvent.Kind.REPORTED_HOSTNAME,
+                                   at=wire.collected_at, old_value=previous, new_value=reported)
 
 
 #: Gpu columns an incoming reading overwrites (bulk_update in one statement per report).
@@ -453,4 +467,6 @@ def _proc(pid: int, started_at: Any) -> str:
 
 
 def _argv(argv: list[str]) -> str:
-    return " ".join(argv)
+    """A command line as shown in the change history: quoted like every shown command
+    (:func:`fleet_agent.shellwords.join`: no control character reaches a viewer's terminal)."""
+    return shellwords.join(argv)

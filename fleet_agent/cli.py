@@ -21,7 +21,16 @@ import sys
 import threading
 from pathlib import Path
 
-from fleet_agent import __version__, config, deliver, discovery, probes, procfs, runner
+from fleet_agent import (
+    __version__,
+    capabilities,
+    config,
+    deliver,
+    discovery,
+    probes,
+    procfs,
+    runner,
+)
 from fleet_agent.collect import host_info
 from fleet_agent.schema import PROBE_NAMES
 
@@ -218,6 +227,7 @@ COMMANDS = {"enroll": cmd_enroll, "collect": cmd_collect, "run": cmd_run, "statu
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fleet-agent`` console script."""
     args = build_parser().parse_args(argv)
+    capabilities.clear_ambient()  # no command the agent starts inherits its capabilities
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)

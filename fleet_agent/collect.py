@@ -15,7 +15,7 @@ import logging
 import platform
 import socket
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +38,7 @@ from fleet_agent import (
     trim,
 )
 from fleet_agent.config import AgentConfig, ServerOverride
+from fleet_agent.report_redaction import redact_report
 from fleet_agent.schema import (
     MAX_REPORT_BYTES,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -55,6 +56,12 @@ SCHEMA_VERSION = SUPPORTED_SCHEMA_VERSIONS[-1]
 TRIM_MARGIN_BYTES = 64 * 1024
 #: Servers probed at once; a node rarely runs more than 8 vLLM servers.
 MAX_PROBE_THREADS = 8
+#: Seconds the servers of one cycle may take in all. One server is bounded by its scrape
+#: deadline (``probe.SCRAPE_DEADLINE_S``, 15 s) plus its live probes' budget
+#: (``probes.PROBES_BUDGET_S``, 30 s); a server still unfinished at the budget (more slow
+#: servers than threads) is reported with its process facts and an error line, so the
+#: host's report always goes out.
+CYCLE_BUDGET_S = 60.0
 
 
 @dataclass
@@ -77,6 +84,8 @@ class CycleInput:
     #: Last probe results per server identity, re-sent with every report of that server
     #: (the dashboard re-arms them after an upgrade or a template change).
     probe_memory: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Seconds the servers' collection may take in all (:data:`CYCLE_BUDGET_S`).
+    budget_s: float = CYCLE_BUDGET_S
 
 
 @dataclass
@@ -133,9 +142,7 @@ def collect(inp: CycleInput) -> Report:
     # Servers are probed in parallel so that one loading server (5 s read timeout) does not
     # delay the others; each thread fills only its own item.
     found_per_item: list[set[str]] = [set() for _ in work]
-    with ThreadPoolExecutor(max_workers=max(1, min(MAX_PROBE_THREADS, len(work)))) as pool:
-        entries = list(pool.map(lambda i: _safe_entry(inp, work[i], owners, found_per_item[i]),
-                                range(len(work))))
+    entries = _entries_within_budget(inp, work, owners, found_per_item)
     for item, data, extra in zip(work, entries, found_per_item, strict=True):
         item.data = data
         found |= extra
@@ -155,7 +162,9 @@ def collect(inp: CycleInput) -> Report:
         "failed_starts": failed,
         "failed_start_errors": failed_notes,
     }
-    data = trim.conform(redact.scrub(data, found | _config_secrets(inp.config)))
+    # The same whole-document pass as ingest's (model files, labels, probe evidence, any
+    # field a collector forgot), then every secret value met anywhere scrubbed everywhere.
+    data = trim.conform(redact.scrub(redact_report(data), found | _config_secrets(inp.config)))
     _sanitize(data)
     return Report.model_validate(trim.fit(data, MAX_REPORT_BYTES - TRIM_MARGIN_BYTES))
 
@@ -279,6 +288,36 @@ def _run_probes(inp: CycleInput, entry: dict[str, Any], connect: str, api_key: s
         entry["probes"] = inp.probe_memory[slot]
 
 
+def _entries_within_budget(inp: CycleInput, work: list[_ServerWork],
+                           owners: dict[int, list[str]],
+                           found_per_item: list[set[str]]) -> list[dict[str, Any]]:
+    """One entry per server, collected in parallel within ``inp.budget_s`` seconds; a server
+    not done by then gets :func:`_fallback_entry` (its thread is left to end on its own
+    deadlines, its late result unused)."""
+    pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_PROBE_THREADS, len(work))))
+    futures = [pool.submit(_safe_entry, inp, item, owners, found_per_item[i])
+               for i, item in enumerate(work)]
+    wait(futures, timeout=inp.budget_s)
+    pool.shutdown(wait=False, cancel_futures=True)
+    entries = []
+    for i, (item, future) in enumerate(zip(work, futures, strict=True)):
+        if future.done() and not future.cancelled():
+            entries.append(future.result())
+            continue
+        found_per_item[i] = set()  # the late thread may still add to the old set
+        log.warning("server collection past the cycle budget (%.0f s)", inp.budget_s)
+        entries.append(_fallback_entry(item, found_per_item[i], f"collection did not finish "
+                                       f"within the cycle's {inp.budget_s:g} s budget"))
+    return entries
+
+
+def _fallback_entry(item: _ServerWork, found: set[str], error: str) -> dict[str, Any]:
+    """A server's entry from its process facts alone (pid, redacted argv) and ``error``."""
+    argv = item.proc.argv if item.proc else (item.override.argv if item.override else None)
+    return {"pid": item.proc.pid if item.proc else (item.override.pid if item.override else 1),
+            "argv": redact.redact_argv(argv or ["?"], found) or ["?"], "errors": [error]}
+
+
 def _safe_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str]],
                 found: set[str]) -> dict[str, Any]:
     """:func:`_server_entry`, but an unexpected failure costs one server's details only."""
@@ -286,10 +325,7 @@ def _safe_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str]]
         return _server_entry(inp, item, owners, found)
     except Exception as exc:  # a bug or odd node data must not drop the whole report
         log.exception("collecting a server failed")
-        argv = item.proc.argv if item.proc else (item.override.argv if item.override else None)
-        return {"pid": item.proc.pid if item.proc else (item.override.pid if item.override else 1),
-                "argv": redact.redact_argv(argv or ["?"], found) or ["?"],
-                "errors": [f"collection failed: {type(exc).__name__}: {exc}"]}
+        return _fallback_entry(item, found, f"collection failed: {type(exc).__name__}: {exc}")
 
 
 def _configured_key(override: ServerOverride | None, connect: str | None,

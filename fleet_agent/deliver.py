@@ -17,7 +17,10 @@ Outcomes per POST ``/api/v1/reports``:
 * HTTP 500 (the dashboard failed on this report): transient, but counted per report in the
   state file across cycles; after :data:`MAX_SERVER_ERRORS` the report is set aside like a
   4xx one, so a poison report cannot jam the spool head-of-line forever. 502/503/504 (proxy
-  or database down) are not counted: they say nothing about the report.
+  or database down) are not counted: they say nothing about the report;
+* except a 502 to a body over the dashboard's cap (:func:`over_the_cap`: ``MAX_REPORT_BYTES``
+  compressed or decompressed): the dashboard answers such a body 413 before reading it, and
+  a proxy still writing it then answers 502 (a broken pipe). That report is rejected too.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from email.utils import parsedate_to_datetime
 import httpx
 
 from fleet_agent import __version__
-from fleet_agent.schema import PROBE_NAMES
+from fleet_agent.schema import MAX_REPORT_BYTES, PROBE_NAMES
 from fleet_agent.spool import Spool, SpoolEntry
 
 log = logging.getLogger("fleet_agent.deliver")
@@ -99,6 +102,15 @@ def make_client() -> httpx.Client:
                         trust_env=False)
 
 
+def over_the_cap(body_gz: bytes) -> bool:
+    """True when the gzipped report ``body_gz`` is more than :data:`MAX_REPORT_BYTES` on the
+    wire or once decompressed (the gzip trailer's ISIZE, RFC 1952 section 2.3.1: the size
+    modulo 2**32, exact below 4 GiB), i.e. a body the dashboard refuses whatever it says."""
+    if len(body_gz) > MAX_REPORT_BYTES:
+        return True
+    return len(body_gz) >= 18 and int.from_bytes(body_gz[-4:], "little") > MAX_REPORT_BYTES
+
+
 def post_report(client: httpx.Client, server_url: str, token: str, body_gz: bytes) -> PostResult:
     """POST one gzipped report and classify the answer (never raises for network errors)."""
     try:
@@ -112,6 +124,9 @@ def post_report(client: httpx.Client, server_url: str, token: str, body_gz: byte
     detail = response.text[:2000]
     if status in (200, 201, 202):
         return PostResult("delivered", status, "", probes=probe_requests(response.text))
+    if status == 502 and over_the_cap(body_gz):
+        return PostResult("rejected", status, f"over the {MAX_REPORT_BYTES}-byte report cap "
+                          f"(the proxy answered 502 for it): {detail}")
     if status == 429 or status >= 500:
         return PostResult("transient", status, detail,
                           retry_after_seconds(response.headers.get("Retry-After")))

@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 
-from fleet_agent import discovery, redact
+from fleet_agent import capabilities, discovery, redact
 
 log = logging.getLogger("fleet_agent.failed_starts")
 
@@ -116,13 +116,26 @@ class ProcessMemory:
 # ----------------------------------------------------------------------------- lines
 
 
+#: A line of a PEM body (RFC 7468: base64 lines, or a ``Name: value`` header of legacy PEM)
+#: possibly after a journal prefix; anything else ends a key whose END line never came.
+_KEY_BODY = re.compile(r"(?:^|\s)(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]+: [^\s]+)\s*$")
+
+
 def clean_lines(raw: list[str], found: set[str] | None = None) -> list[str]:
     """Keep the last :data:`MAX_LINES` error lines of ``raw``, never request logging,
     each truncated to :data:`MAX_LINE_CHARS` and redacted, :data:`MAX_ENTRY_LINE_BYTES` in all.
     """
     kept: list[str] = []
+    in_key = False  # between a "-----BEGIN … PRIVATE KEY-----" line and its END line
     for line in raw:
         line = line.rstrip("\r\n").replace("\x00", "")
+        starts = "PRIVATE KEY-----" in line and "-----BEGIN" in line
+        ends = "PRIVATE KEY-----" in line and "-----END" in line
+        if in_key and not ends and not _KEY_BODY.search(line):
+            in_key = False  # the key was cut short: this line is the log again
+        if in_key or (starts and not ends):
+            in_key = not ends  # a key logged one line at a time: no body line is kept
+            continue
         if not line.strip() or REQUEST_LINE.search(line) or not ERROR_LINE.search(line):
             continue
         kept.append(redact_line(line[:MAX_LINE_CHARS], found))
@@ -153,6 +166,9 @@ def _entry(source: str, name: str, argv: list[str], found: set[str], **fields: A
 
 
 def _run(argv: list[str], src: Sources) -> str:
+    """Run ``argv`` (systemctl/journalctl) without the agent's ambient capabilities: with
+    CAP_DAC_READ_SEARCH, journalctl would read every journal whatever its group."""
+    capabilities.clear_ambient()  # this thread's set: the child is forked from it
     env = {"PATH": src.path, "LC_ALL": "C"} if src.path else None
     done = subprocess.run(argv, capture_output=True, timeout=COMMAND_TIMEOUT_S, check=False,  # noqa: S603 - fixed argv, no shell
                           env=env, text=True, errors="replace")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import ssl
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -22,6 +23,10 @@ from fleet_agent.schema import MAX_METRICS_CHARS, MAX_MODELS, PG_INTEGER_MAX
 CONNECT_TIMEOUT_S = 2.0
 #: Seconds: a busy server's /metrics can take a moment to render.
 READ_TIMEOUT_S = 5.0
+#: Seconds for all three endpoints of one server, reads included: a server that answers one
+#: byte per read timeout (a stalled or hostile local process) is cut off here, so it cannot
+#: hold the cycle (each read alone would wait only READ_TIMEOUT_S, forever in a row).
+SCRAPE_DEADLINE_S = 15.0
 #: Largest /metrics body read, bytes (the report limit is 4 MiB for the whole host); the
 #: body is streamed and reading stops there, so a 400 MB answer never sits in memory.
 MAX_METRICS_BYTES = MAX_METRICS_CHARS
@@ -79,11 +84,21 @@ class Body:
         return self.data.decode("utf-8", errors="replace")
 
 
-def read_capped(response: httpx.Response, max_bytes: int) -> Body:
-    """Read a streamed ``response`` up to ``max_bytes``, then stop (the rest is never read)."""
+class DeadlineExceeded(httpx.TimeoutException):
+    """The overall deadline passed while a body was still arriving."""
+
+
+def read_capped(response: httpx.Response, max_bytes: int,
+                deadline: float | None = None) -> Body:
+    """Read a streamed ``response`` up to ``max_bytes``, then stop (the rest is never read).
+
+    ``deadline`` (``time.monotonic()`` value): raises :class:`DeadlineExceeded` once it has
+    passed between two chunks, however steadily they come."""
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_bytes():
+        if deadline is not None and time.monotonic() > deadline:
+            raise DeadlineExceeded("overall deadline passed while reading the body")
         room = max_bytes - size
         if len(chunk) > room:
             chunks.append(chunk[:room])
@@ -95,17 +110,28 @@ def read_capped(response: httpx.Response, max_bytes: int) -> Body:
 
 def _get(client: httpx.Client, path: str, errors: list[str],
          headers: dict[str, str] | None = None,
-         max_bytes: int = MAX_JSON_BODY_BYTES) -> Body | None:
+         max_bytes: int = MAX_JSON_BODY_BYTES, deadline: float | None = None) -> Body | None:
     """GET ``path`` and read at most ``max_bytes`` of the body; None (and one line in
-    ``errors``) on a transport error or a status other than 200."""
+    ``errors``) on a transport error, a status other than 200, or ``deadline`` (monotonic)
+    passed before the body was read."""
+    left = READ_TIMEOUT_S if deadline is None else deadline - time.monotonic()
+    if left <= 0:
+        errors.append(f"GET {path}: skipped, the server's {SCRAPE_DEADLINE_S:g} s deadline "
+                      "passed")
+        return None
+    timeout = httpx.Timeout(min(READ_TIMEOUT_S, left), connect=min(CONNECT_TIMEOUT_S, left))
     try:
-        with client.stream("GET", path, headers=headers) as response:
+        with client.stream("GET", path, headers=headers, timeout=timeout) as response:
             if response.status_code != 200:
                 hint = " (api key required: set api_key for this server in the agent config)" \
                     if response.status_code in (401, 403) and path.startswith("/v1") else ""
                 errors.append(f"GET {path}: HTTP {response.status_code}{hint}")
                 return None
-            return read_capped(response, max_bytes)
+            return read_capped(response, max_bytes, deadline)
+    except DeadlineExceeded:
+        errors.append(f"GET {path}: not answered within the server's {SCRAPE_DEADLINE_S:g} s "
+                      "deadline")
+        return None
     except httpx.TimeoutException as exc:
         errors.append(f"GET {path}: timed out ({type(exc).__name__})")
         return None
@@ -125,22 +151,27 @@ def _json(body: Body, path: str, errors: list[str]) -> Any:
         return None
 
 
-def probe(base_url: str, api_key: str | None = None) -> ProbeResult:
-    """Query the three endpoints of the server at ``base_url``."""
+def probe(base_url: str, api_key: str | None = None,
+          deadline_s: float | None = None) -> ProbeResult:
+    """Query the three endpoints of the server at ``base_url``, all within ``deadline_s``
+    seconds (default :data:`SCRAPE_DEADLINE_S`; an endpoint not answered by then is an
+    error line, the others are kept)."""
     result = ProbeResult()
+    deadline = time.monotonic() + (SCRAPE_DEADLINE_S if deadline_s is None else deadline_s)
     with make_client(base_url) as client:
-        _version(client, result)
-        if result.errors and "timed out" in result.errors[-1]:
+        _version(client, result, deadline)
+        if result.errors and ("timed out" in result.errors[-1]
+                              or "deadline" in result.errors[-1]):
             # Bound but not serving (model still loading): the other calls would time out too.
             result.errors.append("GET /v1/models, /metrics: skipped, /version timed out")
             return result
-        _models(client, result, api_key)
-        _metrics(client, result)
+        _models(client, result, api_key, deadline)
+        _metrics(client, result, deadline)
     return result
 
 
-def _version(client: httpx.Client, result: ProbeResult) -> None:
-    response = _get(client, "/version", result.errors)
+def _version(client: httpx.Client, result: ProbeResult, deadline: float | None = None) -> None:
+    response = _get(client, "/version", result.errors, deadline=deadline)
     body = _json(response, "/version", result.errors) if response is not None else None
     if isinstance(body, dict) and isinstance(body.get("version"), str):
         result.version = body["version"]
@@ -148,9 +179,10 @@ def _version(client: httpx.Client, result: ProbeResult) -> None:
         result.errors.append("GET /version: no version field")
 
 
-def _models(client: httpx.Client, result: ProbeResult, api_key: str | None) -> None:
+def _models(client: httpx.Client, result: ProbeResult, api_key: str | None,
+            deadline: float | None = None) -> None:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    response = _get(client, "/v1/models", result.errors, headers)
+    response = _get(client, "/v1/models", result.errors, headers, deadline=deadline)
     body = _json(response, "/v1/models", result.errors) if response is not None else None
     if body is None:
         return
@@ -172,8 +204,9 @@ def _models(client: httpx.Client, result: ProbeResult, api_key: str | None) -> N
             })
 
 
-def _metrics(client: httpx.Client, result: ProbeResult) -> None:
-    body = _get(client, "/metrics", result.errors, max_bytes=MAX_METRICS_BYTES)
+def _metrics(client: httpx.Client, result: ProbeResult, deadline: float | None = None) -> None:
+    body = _get(client, "/metrics", result.errors, max_bytes=MAX_METRICS_BYTES,
+                deadline=deadline)
     if body is None:
         return
     result.scraped_at = datetime.now(timezone.utc)

@@ -40,6 +40,9 @@ from fleet_agent.schema import MAX_PROBE_EVIDENCE_CHARS, PROBE_NAMES
 #: Seconds one probe may take in all (its requests share it): a probe must never hold the
 #: agent's cycle for long, and a healthy server answers 48 tokens in well under that.
 PROBE_TIMEOUT_S = 20.0
+#: Seconds all probes of one server may take in one cycle; a probe not started by then is
+#: reported ``skipped`` and runs when next asked, so probes never hold the cycle's budget.
+PROBES_BUDGET_S = 30.0
 #: Output tokens per request: enough for a control token to show at the tail, cheap otherwise.
 MAX_TOKENS = 48
 #: Largest response body read per request (an SSE stream of 48 tokens is ~10 KiB).
@@ -134,12 +137,14 @@ class Server:
         assert self.client is not None
         with self.client.stream("POST", path, json=body, headers=self.headers(),
                                 timeout=self.budget.left()) as response:
-            return response.status_code, read_capped(response, MAX_BODY_BYTES).text()
+            return response.status_code, read_capped(response, MAX_BODY_BYTES,
+                                                     self.budget.deadline).text()
 
     def get(self, path: str) -> tuple[int, str]:
         assert self.client is not None
         with self.client.stream("GET", path, timeout=self.budget.left()) as response:
-            return response.status_code, read_capped(response, 8 * 1024 * 1024).text()
+            return response.status_code, read_capped(response, 8 * 1024 * 1024,
+                                                     self.budget.deadline).text()
 
     def chat(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
         """One non-streamed chat completion; raises :class:`ProbeError` on HTTP or JSON errors."""
@@ -353,10 +358,23 @@ def run_probe(name: str, server: Server) -> dict[str, Any]:
 
 
 def run_probes(base_url: str, model: str | None, names: list[str],
-               api_key: str | None = None, timeout_s: float = PROBE_TIMEOUT_S
-               ) -> list[dict[str, Any]]:
-    """Run the known probes among ``names`` (unknown names are ignored) against ``base_url``."""
+               api_key: str | None = None, timeout_s: float = PROBE_TIMEOUT_S,
+               budget_s: float = PROBES_BUDGET_S) -> list[dict[str, Any]]:
+    """Run the known probes among ``names`` (unknown names are ignored) against ``base_url``:
+    each within ``timeout_s`` and the last one's end, all within ``budget_s`` seconds."""
     server = Server(base_url, model, api_key, timeout_s)
+    end = time.monotonic() + budget_s
+    out = []
     with make_client(base_url) as client:
         server.client = client
-        return [run_probe(name, server) for name in PROBE_NAMES if name in names]
+        for name in (n for n in PROBE_NAMES if n in names):
+            left = end - time.monotonic()
+            if left <= 0:
+                out.append({"name": name, "ran_at": datetime.now(timezone.utc).isoformat(),
+                            "outcome": "skipped", "duration_ms": 0,
+                            "evidence": f"not run: the probes' {budget_s:g} s budget for "
+                                        "this cycle was spent"})
+                continue
+            server.timeout_s = min(timeout_s, left)
+            out.append(run_probe(name, server))
+    return out

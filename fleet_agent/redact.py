@@ -40,7 +40,7 @@ SECRET_WORDS = frozenset({
     "TOKEN", "TOKENS", "KEY", "KEYS", "APIKEY", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS",
     "PASSWD", "PASS", "PWD", "PAT", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "CREDS",
     "AUTH", "AUTHORIZATION", "BEARER", "HEADER", "HEADERS", "DSN", "COOKIE", "COOKIES",
-    "SESSION", "SESSIONS", "JWT", "PRIVATE", "SIGNATURE",
+    "SESSION", "SESSIONS", "JWT", "PRIVATE", "SIGNATURE", "SIG",
 })
 
 #: Stems that make a word secret wherever they occur in it (run-together names such as
@@ -79,6 +79,14 @@ MIN_SCRUB_LEN = 6
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/\s?#]*)@")
+#: ``user:password@`` whose password holds a raw ``/``, ``#`` or ``?`` (not valid in a URL,
+#: yet DB clients such as libpq and SQLAlchemy users write ``postgres://u:pa/ss#1@db/x``):
+#: the password runs to the last ``@`` before whitespace. A ``host:port/…@…`` (digits, then
+#: ``/``) is a port, not a password.
+_URL_LOOSE_USERINFO = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#@:]{0,256}):"
+    r"(?P<password>[^\s@]{0,1024})@(?=[^\s@]*(?:\s|$))")
+_PORT_PATH = re.compile(r"\d{1,5}(?:[/?#]|$)")
 _QUERY_PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[A-Za-z0-9_.\-]+)=(?P<value>[^&#\s;\"']*)")
 _ENV_ASSIGN = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)$", re.DOTALL)
 _JSON_PAIR = re.compile(r'"(?P<name>[^"\\]{1,128})"\s*:\s*"(?P<value>(?:[^"\\]|\\.)*)"')
@@ -86,14 +94,38 @@ _JSON_PAIR = re.compile(r'"(?P<name>[^"\\]{1,128})"\s*:\s*"(?P<value>(?:[^"\\]|\
 _AUTH_SCHEME = re.compile(
     r"(?P<head>\b(?:Bearer|Basic|Token|Digest|Negotiate)[ \t]+)(?P<value>[^\s,;\"']+)",
     re.IGNORECASE)
-#: Credentials recognisable by shape wherever they appear, by the prefixes their issuers
-#: document: Hugging Face access tokens ``hf_…``, OpenAI-style keys ``sk-…`` (with a digit,
-#: so ``sk-learn-…`` words stay), GitHub tokens ``ghp_/gho_/ghu_/ghs_/ghr_…`` and
-#: ``github_pat_…``, AWS access key ids ``AKIA…``/``ASIA…``, Slack tokens ``xox[abprs]-…``.
+#: Credentials recognisable by shape wherever they appear, by the prefix and length their
+#: issuers document (tests/agent/test_secret_shapes.py holds a corpus with each source):
+#: Hugging Face ``hf_…``; OpenAI-style ``sk-…`` (with a digit, so ``sk-learn-…`` words stay);
+#: GitHub ``ghp_/gho_/ghu_/ghs_/ghr_…`` and ``github_pat_…``; AWS key ids ``AKIA…``/``ASIA…``;
+#: Slack ``xox[abeprs]-…``/``xapp-…``; Stripe ``sk_live_``/``rk_live_`` (and ``_test_``);
+#: GitLab ``glpat-``, ``gldt-``, ``glrt-``, ``glptt-``, ``gloas-``, ``glcbt-``, ``glft-``; npm
+#: ``npm_`` + 36; SendGrid ``SG.`` + 22 + ``.`` + 43; Google API keys ``AIza`` + 35; JWTs
+#: (RFC 7519: three base64url parts, the first two JSON objects, so ``eyJ``); the base64 body
+#: of an OpenSSH private key (``openssh-key-v1`` encodes as ``b3BlbnNzaC1rZXktdjE``).
 _TOKEN_SHAPE = re.compile(
     r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{30,}|sk-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{20,}"
     r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}|(?:AKIA|ASIA)[0-9A-Z]{16}"
-    r"|xox[abprs]-[A-Za-z0-9\-]{10,})")
+    r"|xox[abeprs]-[A-Za-z0-9\-]{10,}|xapp-[A-Za-z0-9\-]{10,}"
+    r"|[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|gl(?:pat|dt|rt|ptt|oas|cbt|ft)-[A-Za-z0-9_\-]{20,}"
+    r"|npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"
+    r"|SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"
+    r"|AIza[0-9A-Za-z_\-]{35}"
+    r"|eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{0,1024}"
+    r"|b3BlbnNzaC1rZXktdjE[A-Za-z0-9+/=]*)")
+#: Webhook URLs whose path is the credential: Slack incoming webhooks and workflow triggers
+#: (https://api.slack.com/messaging/webhooks: ``hooks.slack.com/services/T…/B…/…``) and
+#: Discord webhooks (``discord.com/api/webhooks/<id>/<token>``). The path is replaced.
+_WEBHOOK_URL = re.compile(
+    r"(?P<keep>(?:hooks\.slack\.com/(?:services|workflows|triggers)/"
+    r"|(?:canary\.|ptb\.)?discord(?:app)?\.com/api/(?:v\d+/)?webhooks/))"
+    r"(?P<secret>[A-Za-z0-9_/\-]{8,})", re.IGNORECASE)
+#: A PEM private key (``-----BEGIN RSA PRIVATE KEY-----``, ``OPENSSH``, ``EC``, PKCS#8 …;
+#: RFC 7468): the body up to the END line, or to the end of the text when cut off.
+_PEM_KEY = re.compile(
+    r"(?P<begin>-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----)(?P<body>.*?)"
+    r"(?P<end>-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)", re.DOTALL)
 #: ``'name': value`` / ``"name": value`` pairs of a JSON document or a Python repr (vLLM logs
 #: its non-default args as ``{'api_key': ['sk-…']}``) anywhere in a text; a value is a quoted
 #: string, a flat list or a bare word. Bounded repeats keep a hostile value linear enough.
@@ -113,7 +145,7 @@ _INLINE_FLAG = re.compile(
 #: 1024 characters, bare ones up to 256 and then extended by :data:`_BARE_TAIL` (only for a
 #: secret name), keeping ``x=x=x=…`` linear.
 _INLINE_PAIR = re.compile(
-    r"(?<![\w.-])(?=(?P<name>[A-Za-z][A-Za-z0-9_.\-]{0,127})(?P<sep>=|:[ \t]*)"
+    r"(?<![\w.-])(?=(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,127})(?P<sep>=|:[ \t]*)"
     r"(?P<value>\"[^\"]{0,1024}\"|'[^']{0,1024}'|[^\s,;&\"']{1,256}))")
 _BARE_TAIL = re.compile(r"[^\s,;&\"']*")
 
@@ -193,7 +225,16 @@ def redact_urls(text: str, found: set[str] | None = None) -> str:
         value = redact_secret_value(match.group("value"), found, match.group("name"))
         return f"{match.group('sep')}{match.group('name')}={value}"
 
+    def loose(match: re.Match[str]) -> str:
+        password = match.group("password")
+        if _PORT_PATH.match(password) or password == REDACTED:
+            return match.group(0)
+        _remember(found, password)
+        _remember(found, f"{match.group('user')}:{password}")
+        return f"{match.group('scheme')}{REDACTED}@"
+
     if "://" in text:
+        text = _URL_LOOSE_USERINFO.sub(loose, text)
         text = _URL_USERINFO.sub(userinfo, text)
     if "=" in text:
         text = _QUERY_PARAM.sub(query, text)
@@ -217,6 +258,16 @@ def _redact_json_obj(obj: Any, found: set[str] | None) -> Any:
     if isinstance(obj, str):
         return redact_text(obj, found)
     return obj
+
+
+def redact_json_value(obj: Any, found: set[str] | None = None) -> Any:
+    """A decoded JSON document (``config.json``, a label map) with every secret key's value
+    replaced and every string through :func:`redact_text`. Nested past Python's recursion
+    limit: :data:`REDACTED` whole (never raises)."""
+    try:
+        return _redact_json_obj(obj, found)
+    except RecursionError:
+        return REDACTED
 
 
 def _remember_nested(val: Any, found: set[str] | None) -> None:
@@ -290,6 +341,30 @@ def _json_pair(match: re.Match[str], found: set[str] | None) -> str:
     return f'"{match.group("name")}": "{value}"'
 
 
+def redact_shapes(text: str, found: set[str] | None = None) -> str:
+    """Only the credentials recognisable by shape: tokens (:data:`_TOKEN_SHAPE`), webhook
+    URL paths (:data:`_WEBHOOK_URL`) and PEM private keys (:data:`_PEM_KEY`), whatever name
+    they are under. Also alone for large machine text (Prometheus exposition), where name
+    rules would misread labels."""
+    def shape(match: re.Match[str]) -> str:
+        _remember(found, match.group(0))
+        return REDACTED
+
+    def webhook(match: re.Match[str]) -> str:
+        _remember(found, match.group("secret"))
+        return match.group("keep") + REDACTED
+
+    def pem(match: re.Match[str]) -> str:
+        _remember(found, match.group("body").strip())
+        return f"{match.group('begin')}{REDACTED}{match.group('end')}"
+
+    if "PRIVATE KEY-----" in text:
+        text = _PEM_KEY.sub(pem, text)
+    if "webhooks" in text or "hooks.slack.com" in text.lower():
+        text = _WEBHOOK_URL.sub(webhook, text)
+    return _TOKEN_SHAPE.sub(shape, text)
+
+
 def redact_inline(text: str, found: set[str] | None = None) -> str:
     """Redact credentials embedded in free text: ``Authorization: …``, ``Bearer …``,
     ``--api-key sk-…`` / ``--hf-token=…`` and ``secret_name=value`` pairs.
@@ -310,11 +385,7 @@ def redact_inline(text: str, found: set[str] | None = None) -> str:
         redacted = redact_secret_value(inner, found, name)
         return f"{name}{match.group('sep')}{quote}{redacted}{quote}"
 
-    def shape(match: re.Match[str]) -> str:
-        _remember(found, match.group(0))
-        return REDACTED
-
-    text = _TOKEN_SHAPE.sub(shape, text)
+    text = redact_shapes(text, found)
     if any(c in text for c in "=: \t"):
         text = _AUTH_SCHEME.sub(auth, text)
         text = _QUOTED_PAIR.sub(lambda m: _quoted_pair(m, found), text)
@@ -371,14 +442,45 @@ def _quoted_pair(match: re.Match[str], found: set[str] | None) -> str:
     return head + redact_secret_value(value, found, name)
 
 
+#: ``password hunter2`` / ``passphrase is x`` in a log line's prose (``password: x`` and
+#: ``password=x`` are pairs, :func:`redact_inline`): the word after it, unless that word is
+#: prose itself (:data:`_PASSWORD_PROSE`: ``password authentication failed for user``).
+_FREE_PASSWORD = re.compile(
+    r"(?i)(?<![A-Za-z0-9_])(?P<head>(?:password|passwd|passphrase|pwd)(?:[ \t]+(?:is|was))?"
+    r"[ \t]+(?P<q>['\"]?))(?P<value>[^\s,;'\"]{1,256})")
+_PASSWORD_PROSE = frozenset({
+    "authentication", "auth", "failed", "failure", "required", "for", "is", "was", "not",
+    "must", "too", "incorrect", "invalid", "expired", "mismatch", "missing", "field",
+    "prompt", "provided", "empty", "reset", "change", "changed", "set", "file", "policy",
+    "length", "hash", "hashing", "login", "of", "the", "a", "an", "and", "or", "to", "with",
+    "from", "in", "on", "none", "null", "protected", "based", "less", "manager", "store",
+    "env", "variable", "rejected", "accepted", "denied", "wrong", "does", "did", "has",
+    "have", "should", "cannot", "can't", "will", "needed", "needs", "supplied", "given",
+    "authentication.", "(redacted)", REDACTED.lower(),
+})
+
+
+def _free_passwords(line: str, found: set[str] | None) -> str:
+    def value(match: re.Match[str]) -> str:
+        word = match.group("value")
+        if word.lower() in _PASSWORD_PROSE or word.startswith(REDACTED):
+            return match.group(0)
+        _remember(found, word)
+        return match.group("head") + REDACTED
+    if "pass" in line.lower() or "pwd" in line.lower():
+        line = _FREE_PASSWORD.sub(value, line)
+    return line
+
+
 def redact_line(line: str, found: set[str] | None = None) -> str:
     """A log line (journal, container log) through the same rules as argv and env values:
     JSON/Python-repr pairs with a secret name, ``NAME=value``/``name: value``, URLs with
-    credentials, ``Authorization``/``Bearer``/``Basic`` values, ``--api-key x`` flags and
-    token shapes (:data:`_TOKEN_SHAPE`). Never raises: a line that cannot be redacted comes
+    credentials, ``Authorization``/``Bearer``/``Basic`` values, ``--api-key x`` flags,
+    ``password <word>`` prose (:data:`_FREE_PASSWORD`) and shapes (:func:`redact_shapes`).
+    Never raises: a line that cannot be redacted comes
     back as :data:`REDACTED` whole."""
     try:
-        line = redact_text(line, found)
+        line = _free_passwords(redact_text(line, found), found)
         return " ".join(redact_argv(line.split(" "), found))
     except Exception:  # noqa: BLE001 - one odd line must not hide the unit's other lines
         return REDACTED
@@ -420,6 +522,8 @@ def redact_argv(argv: list[str], found: set[str] | None = None) -> list[str]:
             continue
         pending, list_flag, first = 0, False, False
         if word.startswith("-") and len(word) > 1 and not is_plain_number(word):
+            # a dash-led word may still be a secret's shape ("-----BEGIN … PRIVATE KEY-----")
+            word = redact_shapes(word, found)
             flag, eq, value = word.partition("=")
             if is_secret_name(flag):
                 if eq:
@@ -495,31 +599,3 @@ def map_json(obj: Any, text: Callable[[str], Any], *, other: Callable[[Any], Any
             copy = text(source) if isinstance(source, str) else other(source)
         parent[slot] = copy
     return root[0]
-
-
-def redact_report(raw: Any) -> Any:
-    """A decoded report (wire JSON) with every server's argv, env, base_url and errors
-    redacted, and every secret value found there scrubbed from the whole document.
-
-    The dashboard runs this at ingest (defence in depth: an older or modified agent may send
-    what this one would redact). Fields of the wrong type are left for the schema to refuse.
-    """
-    if not isinstance(raw, dict) or not isinstance(raw.get("servers"), list):
-        return raw
-    found: set[str] = set()
-    servers = []
-    for server in raw["servers"]:
-        if isinstance(server, dict):
-            server = dict(server)
-            argv, env = server.get("argv"), server.get("env")
-            if isinstance(argv, list) and all(isinstance(w, str) for w in argv):
-                server["argv"] = redact_argv(argv, found)
-            if isinstance(env, dict) and all(isinstance(v, str) for v in env.values()):
-                server["env"] = redact_env({str(k): v for k, v in env.items()}, found)
-            if isinstance(server.get("base_url"), str):
-                server["base_url"] = redact_urls(server["base_url"], found)
-            errors = server.get("errors")
-            if isinstance(errors, list) and all(isinstance(e, str) for e in errors):
-                server["errors"] = [redact_text(e, found) for e in errors]
-        servers.append(server)
-    return scrub({**raw, "servers": servers}, found)

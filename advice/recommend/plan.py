@@ -25,6 +25,7 @@ from packaging.version import Version
 
 from audit.kb import vllm_tables
 from audit.kb.flags_defaults import REMOVED_FLAGS
+from fleet_agent import shellwords
 
 # argv order: the flags operators read first come first.
 ORDER = (
@@ -290,13 +291,14 @@ HF_CACHE_MOUNT = HomeToken("$HOME/.cache/huggingface:/root/.cache/huggingface")
 
 
 def shell_quote(token: str) -> str:
-    """One argv token for a POSIX shell: :func:`shlex.quote` (single quotes, nothing inside
-    expands), except a :class:`HomeToken`, written ``"$HOME"'<rest>'``."""
+    """One argv token for a POSIX shell: :func:`fleet_agent.shellwords.quote` (single quotes,
+    nothing inside expands; control characters as ``$'\\xNN'``), except a
+    :class:`HomeToken`, written ``"$HOME"'<rest>'``."""
     if isinstance(token, HomeToken) and token.startswith("$HOME"):
         rest = token[len("$HOME"):]
         # shlex's safe characters mean nothing inside double quotes either.
-        return f'"$HOME{rest}"' if shlex.quote(rest) == rest else '"$HOME"' + shlex.quote(rest)
-    return shlex.quote(str(token))
+        return f'"$HOME{rest}"' if shlex.quote(rest) == rest else '"$HOME"' + shellwords.quote(rest)
+    return shellwords.quote(token)
 
 
 def shell_join(argv: list[str]) -> str:
@@ -308,7 +310,7 @@ def shell_join(argv: list[str]) -> str:
 
 def env_assignment(name: str, value: str) -> str:
     """``NAME=value`` for a command prefix, the value quoted (``name`` is the planner's)."""
-    return f"{name}={shlex.quote(str(value))}"
+    return f"{name}={shellwords.quote(value)}"
 
 
 def display(value: Any) -> str:

@@ -51,8 +51,8 @@ from typing import Any, NamedTuple
 import cel
 import yaml
 
+from audit.kb import cel_cost, labels
 from audit.kb import cel_functions as fn
-from audit.kb import labels
 from audit.kb.cannot_check import missing_reason, scope_text
 from audit.kb.paths import active_kb_dirs, safe_load_yaml
 
@@ -241,6 +241,8 @@ class _Validator:
             program = cel.compile(expr)
         except ValueError as exc:
             raise self.fail(f"{what}: CEL syntax error: {exc}") from exc
+        if too_costly := cel_cost.problem(expr):  # cel has no budget: bound it before it runs
+            raise self.fail(f"{what}: {too_costly}")
         self._check_names(program, expr, what)
         self._check_fields(expr, what)
         self._check_version_literals(expr, what)

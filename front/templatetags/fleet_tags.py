@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import shlex
 from datetime import UTC, datetime
 
 from django import template
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
+
+from fleet_agent import shellwords
 
 register = template.Library()
 
@@ -44,8 +45,9 @@ def seen_ago(host: object) -> str:
 @register.filter
 def shell_words(argv: list | None) -> str:
     """An argv list (agent data) as one POSIX shell line, each token through
-    :func:`shlex.quote`, so pasting it runs nothing it quotes (``$(…)``, backticks, ``;``)."""
-    return shlex.join(str(token) for token in argv or [])
+    :func:`fleet_agent.shellwords.quote`, so pasting it runs nothing it quotes (``$(…)``,
+    backticks, ``;``) and carries no control character to the terminal (ESC, ^U, newline)."""
+    return shellwords.join(argv or [])
 
 
 @register.filter

@@ -8,7 +8,8 @@ import json
 from fa_fakenode import FakeNode
 
 from fleet_agent import schema, trim
-from fleet_agent.redact import redact_argv, redact_env, redact_report, redact_text
+from fleet_agent.redact import redact_argv, redact_env, redact_text
+from fleet_agent.report_redaction import redact_report
 from fleet_agent.schema import REDACTED
 
 DEEP = "[" * 5000 + "]" * 5000

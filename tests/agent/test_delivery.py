@@ -292,3 +292,43 @@ def test_the_dashboard_client_ignores_proxy_environment_variables(monkeypatch):
     finally:
         server.shutdown()
     assert seen == ["/api/v1/reports"]
+
+
+@pytest.mark.parametrize("status", [502, 413])
+def test_a_proxy_error_on_an_over_size_body_sets_the_report_aside(tmp_path, status):
+    """A body over the cap answered 413 by ingest reached the agent through Caddy as a 502
+    (ingest answered before reading it; the proxy's pipe broke). Either way it is rejected
+    (moved aside) in one cycle, and the report behind it is delivered."""
+    import httpx
+
+    big_id = "00000000-0000-4000-8000-00000000000b"
+    small_id = "00000000-0000-4000-8000-00000000000c"
+    big = gzip.compress(json.dumps({"report_id": big_id, "pad": "x" * (MAX_REPORT_BYTES + 10)})
+                        .encode())
+    spool = _spool(tmp_path, max_bytes=64 << 20)
+    spool.put(big_id, big)
+    spool.put(small_id, gzip.compress(json.dumps({"report_id": small_id}).encode()))
+    seen: list[int] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(len(request.content))
+        if len(request.content) == len(big):
+            return httpx.Response(status, text="Bad Gateway" if status == 502 else "too big")
+        return httpx.Response(202, json={"report_id": small_id, "duplicate": False})
+
+    client = httpx.Client(transport=httpx.MockTransport(answer))
+    deliverer = Deliverer(spool, "http://dashboard.invalid", "tok", client=client)
+    summary = deliverer.drain(budget_s=20)
+    assert (summary["rejected"], summary["delivered"], spool.depth()) == (1, 1, 0)
+    assert seen.count(len(big)) == 1  # not retried
+    assert (tmp_path / "spool" / "rejected").is_dir()
+
+
+def test_a_502_to_a_normal_report_stays_transient(tmp_path):
+    import httpx
+
+    spool = _spool(tmp_path)
+    _put(spool, 1)
+    client = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(502)))
+    summary = Deliverer(spool, "http://dashboard.invalid", "tok", client=client).drain(0.5)
+    assert summary["outcome"] == "transient" and spool.depth() == 1

@@ -286,3 +286,16 @@ def test_a_socket_that_refuses_is_noted(tmp_path: Path) -> None:
     src = fs.Sources(systemd=False, docker_sockets=(("docker", str(stale)),))
     entries, notes = fs.collect_failed_starts(src, None, [], set())
     assert entries == [] and notes and notes[0].startswith("docker: cannot connect")
+
+
+def test_a_private_key_logged_line_by_line_is_not_kept() -> None:
+    body = ["b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtz",
+            "RuntimeErrorZ2VtaW5pLWtleS1ib2R5LWxpbmUtdHdvLWxvb2tzLWxpa2UtYmFzZTY0"]
+    raw = ["ERROR loading key -----BEGIN OPENSSH PRIVATE KEY-----", *body,
+           "-----END OPENSSH PRIVATE KEY-----", "RuntimeError: engine failed to start"]
+    kept = fs.clean_lines(raw)
+    assert not [line for line in kept for b in body if b[20:40] in line]
+    assert kept[-1] == "RuntimeError: engine failed to start"
+    cut = fs.clean_lines(["ERROR -----BEGIN RSA PRIVATE KEY-----", body[1],
+                          "RuntimeError: CUDA out of memory"])
+    assert cut == ["RuntimeError: CUDA out of memory"]

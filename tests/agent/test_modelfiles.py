@@ -154,3 +154,17 @@ def test_a_world_readable_file_in_a_private_directory_is_not_read(node, run_coll
     assert files.config is None
     private.chmod(0o755)
     assert _files(run_collect(node, probe_http=False)).config["num_experts"] == 128
+
+
+def test_secrets_in_a_models_config_never_leave_the_node(node, run_collect):
+    hf, key = "hf_" + "Zq4" * 12, "AIza" + "x7_" * 11 + "ab"
+    cfg = {**QWEN_CFG, "hf_token": hf, "password": "pw-in-config-1",
+           "auto_map": {"note": f"fetched with {key}"}}
+    node.write_file(None, "/models/qwen/config.json", json.dumps(cfg))
+    node.add_vllm(["vllm", "serve", "/models/qwen"], listen=())
+    report = run_collect(node, probe_http=False)
+    sent = report.model_dump_json()
+    assert [s for s in (hf, key, "pw-in-config-1") if s in sent] == []
+    config = _files(report).config
+    assert config["hf_token"] == config["password"] == "REDACTED"
+    assert config["model_type"] == "qwen3_moe"

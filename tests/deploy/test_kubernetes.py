@@ -135,3 +135,37 @@ def test_a_new_node_enrolls_with_the_secret_file_and_its_node_name(tmp_path: Pat
 def test_a_restarted_pod_keeps_the_nodes_token(tmp_path: Path) -> None:
     config = 'server_url = "https://fleet.example.com"\ntoken = "fa_node_token"\n'
     assert _run_enroll_script(tmp_path, config) == []  # no second enrollment
+
+
+SECCOMP = MANIFEST.parent / "seccomp" / "fleet-agent.json"
+
+
+def test_the_agent_runs_under_a_profile_that_refuses_ptrace_and_handle_opens() -> None:
+    """RuntimeDefault allows ptrace, process_vm_readv/writev and open_by_handle_at once
+    SYS_PTRACE/DAC_READ_SEARCH are granted; the agent needs none of them (it reads
+    /proc/<pid>/environ, a PTRACE_MODE_READ check, not the syscall)."""
+    import json
+
+    pod = daemonset()["spec"]["template"]["spec"]
+    agent = next(c for c in pod["containers"] if c["name"] == "fleet-agent")
+    profile = agent["securityContext"]["seccompProfile"]
+    assert profile == {"type": "Localhost", "localhostProfile": SECCOMP.name}
+    rules = json.loads(SECCOMP.read_text())["syscalls"]
+    refused = {name for rule in rules if rule["action"] == "SCMP_ACT_ERRNO" and not rule.get("args")
+               for name in rule["names"]}
+    assert {"ptrace", "process_vm_readv", "process_vm_writev", "open_by_handle_at",
+            "name_to_handle_at", "unshare", "setns", "bpf"} <= refused
+    clone_flags = {a["value"] for rule in rules if rule["names"] == ["clone"]
+                   for a in rule["args"]}
+    assert 0x10000000 in clone_flags  # CLONE_NEWUSER
+
+
+def test_the_agent_source_makes_none_of_the_refused_calls() -> None:
+    import json
+    import re
+
+    rules = json.loads(SECCOMP.read_text())["syscalls"]
+    refused = {name for rule in rules for name in rule["names"] if name != "clone"}
+    source = "\n".join(p.read_text() for p in (MANIFEST.parents[2] / "fleet_agent").glob("*.py"))
+    calls = {name for name in refused if re.search(rf"\b{name}\s*\(", source)}
+    assert calls == set()

@@ -61,7 +61,8 @@ def test_only_the_buffering_tls_proxy_is_published_and_it_has_body_read_timeouts
                   if line.strip() and not line.strip().startswith("#")}
     assert directives["read_body"] and directives["read_header"]
     assert directives["request_buffers"] == ["unlimited"]  # whole body before a worker
-    assert directives["max_size"] == ["8MB"]
+    assert directives["max_size"] == ["4200KB"]  # the 4 MiB report cap and gzip's overhead
+    assert directives["respond"][0] == "@over_cap"  # refused by the proxy, never a 502
     assert directives["reverse_proxy"][0] == "web:8000"
     assert "header_up X-Real-IP {remote_host}" in caddyfile  # read by the login throttle
 

@@ -49,7 +49,7 @@ def test_re_enrolling_a_live_machine_is_pending_until_an_admin_approves(
     refused = post_report(make_report(), token=new)
     assert refused.status_code == 403 and "approval" in refused.json()["error"]
     assert post_report(make_report(), token=real).status_code == 202
-    assert Host.objects.get().hostname == "gpu-node-1"  # the report's name, not the attacker's
+    assert Host.objects.get().hostname == "real-node"  # the enrolled name, not the attacker's
 
     page = admin.get("/settings/").content.decode()
     assert "Pending enrollments" in page and "attacker" in page and "10.6.6.6" in page

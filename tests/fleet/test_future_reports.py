@@ -50,6 +50,24 @@ def test_a_future_time_stored_earlier_does_not_hide_newer_reports(enrolled, post
     report = make_report(host={"hostname": "renamed"}, server={"vllm_version": "0.26.0"})
     assert post_report(report, token).status_code == 202
     host.refresh_from_db()
-    assert host.hostname == "renamed" and host.last_collected_at < future
+    assert host.reported_hostname == "renamed" and host.last_collected_at < future
     assert host.seconds_since_seen() is not None and host.last_seen < future
     assert Server.objects.get().vllm_version == "0.26.0"
+
+
+@pytest.mark.parametrize("collected_at", ["0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z"])
+def test_a_report_from_the_far_past_is_refused_with_its_path(enrolled, post_report, make_report,
+                                                             collected_at):
+    _, token = enrolled()
+    response = post_report(make_report(collected_at=collected_at), token)
+    assert response.status_code == 422, response.content
+    assert [d["path"] for d in response.json()["details"]] == ["collected_at"]
+    assert "in the past" in response.json()["error"]
+    assert not Report.objects.exists()
+
+
+def test_a_spooled_report_from_last_month_is_still_accepted(enrolled, post_report,
+                                                            make_report):
+    _, token = enrolled()
+    month_ago = iso(datetime.now(UTC) - timedelta(days=30))
+    assert post_report(make_report(collected_at=month_ago), token).status_code == 202

@@ -24,7 +24,7 @@ def test_it_accepts_a_contract_report_and_upserts_host_servers_and_gpus(
     assert str(stored.report_id) == report["report_id"]
     assert stored.raw == report
     host = Host.objects.get()
-    assert host.hostname == "renamed-node"
+    assert (host.hostname, host.reported_hostname) == ("gpu-node-1", "renamed-node")
     assert host.agent_interval_s == 30
     server = Server.objects.get()
     assert (server.identity, server.vllm_version, server.pid) == ("port:8000", "0.25.1", 1234)

@@ -79,8 +79,8 @@ def test_the_host_page_lists_servers_with_raw_argv_and_template_hash(
 
 def test_a_hostname_with_a_script_tag_is_rendered_escaped(client, post_report, make_report,
                                                          enrolled):
-    host, token = enrolled()
     evil = "<script>alert(1)</script>"
+    host, token = enrolled(hostname=evil)  # printable: enrollment accepts it
     post_report(make_report(host={"hostname": evil}, server={"argv": ["vllm", evil]}),
                 token=token)
     assert Host.objects.get().hostname == evil
