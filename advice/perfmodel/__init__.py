@@ -1,0 +1,175 @@
+"""Predicted effect of a recommended command: TTFT, TPOT and output tokens/s at the server's
+own load, for the current and the recommended command, calibrated by the server's metrics.
+
+Entry point: :func:`predict_commands` (current context, recommended context, replicas) ->
+a JSON-able dict; the recommender calls it once per server (advice.recommend.output).
+The step model is aiconfigurator's measured kernel data where it covers the GPU, model and
+quantization (advice.perfmodel.aic, optional extra ``.[perf]``), else the roofline
+(advice.perfmodel.roofline). Shape::
+
+    {"status": "ok" | "none", "reason": str | None,
+     "load": {"concurrency", "prompt_tokens", "output_tokens", "source"},
+     "measured": {"tpot_s", "ttft_s", "output_tps"},
+     "current" / "recommended": {"predicted": {"tpot_s", "ttft_s", "output_tps", "running",
+                                 "limited_by", "acceptance_length", "acceptance_source"},
+                                 "calibrated": {...} | None, "source", "coverage"},
+     "calibration": {"ratios": {"tpot", "ttft", "output_tps"}, "ratio", "trusted", "band",
+                     "why"},
+     "buys": str, "curve": {"concurrency": [...], "current"/"recommended":
+                            {"output_tps": [...], "tpot_p99_s": [...]}, "measured": {...}}}
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from typing import Any
+
+from advice.perfmodel import aic, calibrate
+from advice.perfmodel.facts import CommandFacts, Load, command_facts, observed_load
+from advice.perfmodel.roofline import operating_point, roofline_step
+
+CURVE_POINTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def _model(f: CommandFacts, load: Load) -> tuple[Any, str, dict[str, Any]]:
+    """(step function, source text, coverage) for one command at one load."""
+    cover = aic.coverage(f)
+    if cover["covered"]:
+        try:
+            return aic.step_function(f, load, cover), cover["why"], cover
+        except Exception as exc:  # noqa: BLE001 - any failure of the optional library
+            cover = {**cover, "covered": False,
+                     "why": f"aiconfigurator failed on this command ({type(exc).__name__})"}
+    peak = f"; compute peak {f.peak_source}" if f.peak_source else \
+        "; no compute peak for this GPU: bandwidth bound only"
+    return roofline_step, (f"roofline: {f.gpu_label} {f.bandwidth_tbs} TB/s HBM (gpus.yaml)"
+                           f"{peak}"), cover
+
+
+def _predict(f: CommandFacts, load: Load, acceptance: float | None) -> dict[str, Any]:
+    step, source, cover = _model(f, load)
+    point = operating_point(f, load, step, acceptance)
+    return {"predicted": _rounded(point), "calibrated": None, "source": source,
+            "coverage": {"kernel_data": cover["covered"], "why": cover["why"],
+                         "model": f.model, "gpu": f.gpu_label, "vllm": f.version,
+                         "tp": f.tp, "replicas": f.replicas}, "_kernel": cover["covered"]}
+
+
+def _rounded(point: dict[str, Any]) -> dict[str, Any]:
+    out = dict(point)
+    for key, digits in (("tpot_s", 4), ("ttft_s", 3), ("output_tps", 1)):
+        out[key] = round(point[key], digits)
+    return out
+
+
+def _none(reason: str, load: Load | None = None) -> dict[str, Any]:
+    return {"status": "none", "reason": reason,
+            "load": asdict(load) if load else None}
+
+
+def predict_commands(current_ctx: dict[str, Any], recommended_ctx: dict[str, Any] | None,
+                     replicas: int = 1) -> dict[str, Any]:
+    """Predictions for the running command and the recommended one (``replicas`` copies of
+    it on the server's GPUs); ``recommended_ctx`` None predicts the current command only.
+    Never raises: a missing fact gives ``{"status": "none", "reason": ...}``."""
+    load, measured, why = observed_load(current_ctx)
+    if load is None:
+        return _none(f"no prediction: {why}")
+    cur_f = command_facts(current_ctx)
+    rec_f = command_facts(recommended_ctx, replicas) if recommended_ctx else None
+    missing = cur_f.missing() + (rec_f.missing() if rec_f else [])
+    if missing:
+        return _none("no prediction: the knowledge base lacks " +
+                     ", ".join(dict.fromkeys(missing)), load)
+    accept = measured.acceptance_length
+    try:
+        current = _predict(cur_f, load, accept)
+        recommended = _predict(rec_f, load, accept if rec_f.spec_method == cur_f.spec_method
+                               else None) if rec_f else None
+    except ValueError as exc:
+        return _none(f"no prediction: {exc}", load)
+    r = calibrate.ratios(current["predicted"], measured)
+    ratio = calibrate.headline(r)
+    verdict = calibrate.judge(r, current.pop("_kernel"))
+    # The current command calibrated = what the server measured; a figure it did not report
+    # is the prediction scaled by the ratio it did give.
+    scaled_cur = calibrate.scale(current["predicted"], r)
+    current["calibrated"] = None if scaled_cur is None else _rounded({
+        "tpot_s": measured.tpot_s or scaled_cur["tpot_s"],
+        "ttft_s": measured.ttft_s or scaled_cur["ttft_s"],
+        "output_tps": measured.output_tps or scaled_cur["output_tps"]})
+    if recommended:
+        recommended.pop("_kernel")
+        scaled = calibrate.scale(recommended["predicted"], r)
+        recommended["calibrated"] = _rounded(scaled) if scaled else None
+    return {"status": "ok", "reason": None, "load": asdict(load),
+            "measured": {"tpot_s": measured.tpot_s, "ttft_s": measured.ttft_s,
+                         "output_tps": measured.output_tps},
+            "current": current, "recommended": recommended,
+            "calibration": {"ratios": {k: round(v, 3) if v else None for k, v in r.items()},
+                            "ratio": round(ratio, 3) if ratio else None, **verdict},
+            "buys": buys(current, recommended, verdict),
+            "curve": curve(cur_f, rec_f, load, accept, r, current_ctx)}
+
+
+def _best(side: dict[str, Any]) -> dict[str, Any]:
+    return side["calibrated"] or side["predicted"]
+
+
+def _fmt(value: float | None, factor: float) -> str:
+    return "?" if value is None else f"{value * factor:.0f}"
+
+
+def buys(current: dict[str, Any], recommended: dict[str, Any] | None,
+         verdict: dict[str, Any]) -> str:
+    """One line: what the recommended command changes at the observed load."""
+    if recommended is None:
+        return "no recommended command to compare"
+    # Relative change from the two predictions (a calibration ratio cancels); the absolute
+    # figures shown are the calibrated ones when the server gave its own.
+    cur_p, rec_p = current["predicted"], recommended["predicted"]
+    tps = rec_p["output_tps"] / cur_p["output_tps"] - 1
+    tpot = rec_p["tpot_s"] / cur_p["tpot_s"] - 1
+    calibrated = recommended["calibrated"] is not None
+    cur = current["calibrated"] if calibrated else cur_p
+    rec = _best(recommended)
+    kind = "calibrated by this server" if calibrated else "uncalibrated model"
+    line = (f"{tps:+.0%} output tokens/s ({_fmt(cur['output_tps'], 1)} -> "
+            f"{_fmt(rec['output_tps'], 1)}), {tpot:+.0%} TPOT ({_fmt(cur['tpot_s'], 1000)} -> "
+            f"{_fmt(rec['tpot_s'], 1000)} ms) at the observed load ({kind})")
+    if verdict["trusted"] is False:
+        line += "; model and server disagree, treat as indicative only"
+    return line
+
+
+def curve(cur_f: CommandFacts, rec_f: CommandFacts | None, load: Load, accept: float | None,
+          r: dict[str, float | None], ctx: dict[str, Any]) -> dict[str, Any]:
+    """Calibrated output tokens/s and p99 TPOT vs concurrency for the chart; p99 TPOT = mean
+    TPOT x the server's measured p99/p50 ratio (1 when it has none)."""
+    m = ctx.get("metrics") or {}
+    tail = (m["tpot_p99_s"] / m["tpot_p50_s"]) if m.get("tpot_p99_s") and m.get("tpot_p50_s") \
+        else 1.0
+    out: dict[str, Any] = {"concurrency": list(CURVE_POINTS), "p99_over_p50": round(tail, 3),
+                           "measured": {"concurrency": load.concurrency,
+                                        "output_tps": m.get("generation_tps"),
+                                        "tpot_p99_s": m.get("tpot_p99_s")}}
+    for name, f in (("current", cur_f), ("recommended", rec_f)):
+        if f is None:
+            continue
+        step = _model(f, load)[0]
+        tps, tpot = [], []
+        for c in CURVE_POINTS:
+            try:
+                point = operating_point(f, replace(load, concurrency=float(c)), step, accept)
+            except ValueError:
+                tps.append(None)
+                tpot.append(None)
+                continue
+            scaled = calibrate.scale(point, r) or point
+            tps.append(round(scaled["output_tps"], 1))
+            tpot.append(round(scaled["tpot_s"] * tail, 4))
+        out[name] = {"output_tps": tps, "tpot_p99_s": tpot}
+    return out
+
+
+__all__ = ["predict_commands"]
