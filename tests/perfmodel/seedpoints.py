@@ -15,6 +15,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
 from rkit import AWQ_31B, EAGLE3, host_report, serve  # noqa: E402
 
+__all__ = ["POINTS", "host_report", "load_metrics", "report", "serve"]
+
 H100 = "NVIDIA H100 80GB HBM3"
 GB10 = "NVIDIA GB10"
 NVFP4_31B = "nvidia/Gemma-4-31B-IT-NVFP4"
