@@ -26,7 +26,12 @@ from typing import Any
 
 from advice.perfmodel import aic, calibrate
 from advice.perfmodel.facts import CommandFacts, Load, command_facts, observed_load
-from advice.perfmodel.roofline import operating_point, roofline_step
+from advice.perfmodel.roofline import (
+    TP_OVERHEAD,
+    TP_OVERHEAD_SOURCE,
+    operating_point,
+    roofline_step,
+)
 
 CURVE_POINTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -42,8 +47,10 @@ def _model(f: CommandFacts, load: Load) -> tuple[Any, str, dict[str, Any]]:
                      "why": f"aiconfigurator failed on this command ({type(exc).__name__})"}
     peak = f"; compute peak {f.peak_source}" if f.peak_source else \
         "; no compute peak for this GPU: bandwidth bound only"
+    comm = f"; TP communication +{TP_OVERHEAD:.0%} per TP doubling ({TP_OVERHEAD_SOURCE})" \
+        if f.tp > 1 else ""
     return roofline_step, (f"roofline: {f.gpu_label} {f.bandwidth_tbs} TB/s HBM (gpus.yaml)"
-                           f"{peak}"), cover
+                           f"{peak}{comm}"), cover
 
 
 def _predict(f: CommandFacts, load: Load, acceptance: float | None) -> dict[str, Any]:

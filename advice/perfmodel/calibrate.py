@@ -10,11 +10,11 @@ Trust bands (a ratio outside says the model and the server disagree too much to 
 ratio over, and a server far slower than its prediction is itself worth a look):
 
 - roofline: :data:`ROOFLINE_BAND`. The roofline runs at datasheet peak, so a healthy server
-  is slower by a steady factor: on the seed operating points the TPOT ratio spans 1.3 (GB10,
-  31B NVFP4, one stream) to 3.8 (H100, TP=2, 4K prompts); BENCHMARKS.md, "Performance
-  model". Band = [0.8, 6.0]: that span with a margin each side. TTFT holds queueing the
-  roofline only approximates: the healthy seed TTFT ratio reaches 6.0 (TP=2, 16K prompts at
-  c=128), so its band is :data:`ROOFLINE_TTFT_BAND` = [0.5, 10].
+  is slower by a steady factor: on the seed operating points the TPOT ratio spans 1.26
+  (GB10, 31B NVFP4, one stream) to 3.47 (H100, TP=2, 4K prompts); BENCHMARKS.md,
+  "Performance model". Band = [0.8, 6.0]: that span with a margin each side (our choice).
+  TTFT holds queueing the roofline only approximates: the one healthy seed TTFT ratio is 5.5
+  (TP=2, 16K prompts at c=128), so its band is :data:`ROOFLINE_TTFT_BAND` = [0.5, 10].
 - kernel data (aiconfigurator): :data:`KERNEL_BAND`, a factor of two either way (our choice:
   the kernels are measured, not peak, so a healthy server should sit near 1).
 """

@@ -19,8 +19,8 @@
 does): running = min(concurrency per replica, max_num_seqs, requests the KV memory holds);
 each step decodes every running request by (k + 1) tokens and prefills the share of new
 prompts that keeps the batch full (chunked prefill, capped at max_num_batched_tokens); the
-rest of the clients queue (Little's law). TP communication and CUDA-graph padding are not
-modelled.
+rest of the clients queue (Little's law). TP communication is the one measured overhead the
+seed gives, :data:`TP_OVERHEAD` per TP doubling; CUDA-graph padding is not modelled.
 """
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ from collections.abc import Callable
 from typing import Any
 
 from advice.perfmodel.facts import CommandFacts, Load, default_acceptance
+
+#: Step-time overhead of tensor parallelism per doubling of TP: "per-H100 TP=2 has ~9% TP
+#: communication overhead" (seed 000, Decision guide: 745 tok/s at TP=2 vs 2 x 408 at TP=1,
+#: H100 SXM5 NVLink). Measured on that interconnect only; applied to every GPU as is.
+TP_OVERHEAD = 0.09
+TP_OVERHEAD_SOURCE = "seed:000_ffb301503ad246f2.txt#Decision guide — which TP for which workload"
 
 StepFn = Callable[[CommandFacts, float, int, float, float], float]
 
@@ -58,7 +64,7 @@ def roofline_step(f: CommandFacts, running: float, tokens_per_seq: int, context:
              + _attention_flops(f, running * tokens_per_seq, context)
              + _attention_flops(f, prefill_tokens, context / 2)) / shards
     seconds_compute = flops / (f.peak_tflops * 1e12) if f.peak_tflops else 0.0
-    return max(seconds_memory, seconds_compute)
+    return max(seconds_memory, seconds_compute) * (1 + TP_OVERHEAD * math.log2(max(1, f.tp)))
 
 
 def kv_request_capacity(f: CommandFacts, load: Load) -> float:

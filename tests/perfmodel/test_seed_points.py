@@ -40,12 +40,12 @@ def test_tp1_server_predicts_the_tp2_push_point():
 
 def test_tp2_long_context_server_predicts_two_tp1_replicas():
     """PUSH at 16K/1K c=128 (193 ms, 137 s TTFT) calibrates 2 x TP=1: the card measured
-    TTFT 200-319 s at TP=1 (2-3x PUSH's) and TPOT up to 201 ms."""
+    TTFT 200-319 s at TP=1 (2-3x PUSH's) and TPOT 141-201 ms at TP=1 (decision guide)."""
     long_light = _ctx("LIGHT 4K/512 c64", concurrency=128, prompt=16384, output=1024)
     out = predict_commands(_ctx("PUSH 16K/1K c128"), long_light, replicas=2)
     rec = out["recommended"]["calibrated"]
     assert 200 * (1 - TOLERANCE) <= rec["ttft_s"] <= 319 * (1 + TOLERANCE), rec
-    assert _close(rec["tpot_s"], 0.201), rec
+    assert 0.141 * (1 - TOLERANCE) <= rec["tpot_s"] <= 0.201 * (1 + TOLERANCE), rec
     assert rec["ttft_s"] > out["current"]["calibrated"]["ttft_s"]  # TP=2 keeps TTFT lower
 
 
