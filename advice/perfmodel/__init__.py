@@ -16,7 +16,10 @@ quantization (advice.perfmodel.aic, optional extra ``.[perf]``), else the roofli
      "calibration": {"ratios": {"tpot", "ttft", "output_tps"}, "ratio", "trusted", "band",
                      "why"},
      "buys": str, "curve": {"concurrency": [...], "current"/"recommended":
-                            {"output_tps": [...], "tpot_p99_s": [...]}, "measured": {...}}}
+                            {"output_tps": [...], "tpot_p99_s": [...]}, "measured": {...}},
+     "slo": None | {"targets", "layouts", "pick", "met", "summary", "ignored"}}
+
+``slo`` is present when the host sets latency targets as labels (advice.perfmodel.slo).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
-from advice.perfmodel import aic, calibrate
+from advice.perfmodel import aic, calibrate, slo
 from advice.perfmodel.facts import CommandFacts, Load, command_facts, observed_load
 from advice.perfmodel.roofline import (
     TP_OVERHEAD,
@@ -109,7 +112,14 @@ def predict_commands(current_ctx: dict[str, Any], recommended_ctx: dict[str, Any
         recommended.pop("_kernel")
         scaled = calibrate.scale(recommended["predicted"], r)
         recommended["calibrated"] = _rounded(scaled) if scaled else None
-    return {"status": "ok", "reason": None, "load": asdict(load),
+    goals, ignored = slo.targets(current_ctx)
+    layouts = None
+    if (goals or ignored) and rec_f:
+        layouts = slo.pick(rec_f, load, goals, lambda v: _model(v, load)[0], r,
+                           accept if rec_f.spec_method == cur_f.spec_method else None) \
+            if goals else {"summary": None}
+        layouts["ignored"] = ignored
+    return {"status": "ok", "reason": None, "load": asdict(load), "slo": layouts,
             "measured": {"tpot_s": measured.tpot_s, "ttft_s": measured.ttft_s,
                          "output_tps": measured.output_tps},
             "current": current, "recommended": recommended,
