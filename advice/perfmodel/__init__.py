@@ -4,8 +4,8 @@ own load, for the current and the recommended command, calibrated by the server'
 Entry point: :func:`predict_commands` (current context, recommended context, replicas) ->
 a JSON-able dict; the recommender calls it once per server (advice.recommend.output).
 The step model is aiconfigurator's measured kernel data where it covers the GPU, model and
-quantization (advice.perfmodel.aic, optional extra ``.[perf]``), else the roofline
-(advice.perfmodel.roofline). Shape::
+quantization (audit.kb.perf.aic, optional extra ``.[perf]``), else the roofline
+(audit.kb.perf.roofline). Shape::
 
     {"status": "ok" | "none", "reason": str | None,
      "load": {"concurrency", "prompt_tokens", "output_tokens", "source"},
@@ -27,49 +27,12 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
-from advice.perfmodel import aic, calibrate, slo
-from advice.perfmodel.facts import CommandFacts, Load, command_facts, observed_load
-from advice.perfmodel.roofline import (
-    TP_OVERHEAD,
-    TP_OVERHEAD_SOURCE,
-    operating_point,
-    roofline_step,
-)
+from advice.perfmodel import slo
+from audit.kb.perf import calibrate, model_for, predict, rounded
+from audit.kb.perf.facts import CommandFacts, Load, command_facts, observed_load
+from audit.kb.perf.roofline import operating_point
 
 CURVE_POINTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-
-
-def _model(f: CommandFacts, load: Load) -> tuple[Any, str, dict[str, Any]]:
-    """(step function, source text, coverage) for one command at one load."""
-    cover = aic.coverage(f)
-    if cover["covered"]:
-        try:
-            return aic.step_function(f, load, cover), cover["why"], cover
-        except Exception as exc:  # noqa: BLE001 - any failure of the optional library
-            cover = {**cover, "covered": False,
-                     "why": f"aiconfigurator failed on this command ({type(exc).__name__})"}
-    peak = f"; compute peak {f.peak_source}" if f.peak_source else \
-        "; no compute peak for this GPU: bandwidth bound only"
-    comm = f"; TP communication +{TP_OVERHEAD:.0%} per TP doubling ({TP_OVERHEAD_SOURCE})" \
-        if f.tp > 1 else ""
-    return roofline_step, (f"roofline: {f.gpu_label} {f.bandwidth_tbs} TB/s HBM (gpus.yaml)"
-                           f"{peak}{comm}"), cover
-
-
-def _predict(f: CommandFacts, load: Load, acceptance: float | None) -> dict[str, Any]:
-    step, source, cover = _model(f, load)
-    point = operating_point(f, load, step, acceptance)
-    return {"predicted": _rounded(point), "calibrated": None, "source": source,
-            "coverage": {"kernel_data": cover["covered"], "why": cover["why"],
-                         "model": f.model, "gpu": f.gpu_label, "vllm": f.version,
-                         "tp": f.tp, "replicas": f.replicas}, "_kernel": cover["covered"]}
-
-
-def _rounded(point: dict[str, Any]) -> dict[str, Any]:
-    out = dict(point)
-    for key, digits in (("tpot_s", 4), ("ttft_s", 3), ("output_tps", 1)):
-        out[key] = round(point[key], digits)
-    return out
 
 
 def _none(reason: str, load: Load | None = None) -> dict[str, Any]:
@@ -93,29 +56,29 @@ def predict_commands(current_ctx: dict[str, Any], recommended_ctx: dict[str, Any
                      ", ".join(dict.fromkeys(missing)), load)
     accept = measured.acceptance_length
     try:
-        current = _predict(cur_f, load, accept)
-        recommended = _predict(rec_f, load, accept if rec_f.spec_method == cur_f.spec_method
+        current = predict(cur_f, load, accept)
+        recommended = predict(rec_f, load, accept if rec_f.spec_method == cur_f.spec_method
                                else None) if rec_f else None
     except ValueError as exc:
         return _none(f"no prediction: {exc}", load)
     r = calibrate.ratios(current["predicted"], measured)
     ratio = calibrate.headline(r)
-    verdict = calibrate.judge(r, current.pop("_kernel"))
+    verdict = calibrate.judge(r, current.pop("kernel"))
     # The current command calibrated = what the server measured; a figure it did not report
     # is the prediction scaled by the ratio it did give.
     scaled_cur = calibrate.scale(current["predicted"], r)
-    current["calibrated"] = None if scaled_cur is None else _rounded({
+    current["calibrated"] = None if scaled_cur is None else rounded({
         "tpot_s": measured.tpot_s or scaled_cur["tpot_s"],
         "ttft_s": measured.ttft_s or scaled_cur["ttft_s"],
         "output_tps": measured.output_tps or scaled_cur["output_tps"]})
     if recommended:
-        recommended.pop("_kernel")
+        recommended.pop("kernel")
         scaled = calibrate.scale(recommended["predicted"], r)
-        recommended["calibrated"] = _rounded(scaled) if scaled else None
+        recommended["calibrated"] = rounded(scaled) if scaled else None
     goals, ignored = slo.targets(current_ctx)
     layouts = None
     if (goals or ignored) and rec_f:
-        layouts = slo.pick(rec_f, load, goals, lambda v: _model(v, load)[0], r,
+        layouts = slo.pick(rec_f, load, goals, lambda v: model_for(v, load)[0], r,
                            accept if rec_f.spec_method == cur_f.spec_method else None) \
             if goals else {"summary": None}
         layouts["ignored"] = ignored
@@ -173,7 +136,7 @@ def curve(cur_f: CommandFacts, rec_f: CommandFacts | None, load: Load, accept: f
     for name, f in (("current", cur_f), ("recommended", rec_f)):
         if f is None:
             continue
-        step = _model(f, load)[0]
+        step = model_for(f, load)[0]
         tps, tpot = [], []
         for c in CURVE_POINTS:
             try:

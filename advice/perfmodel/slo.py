@@ -18,9 +18,9 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from advice.perfmodel import calibrate
-from advice.perfmodel.facts import CommandFacts, Load
-from advice.perfmodel.roofline import operating_point
+from audit.kb.perf import calibrate
+from audit.kb.perf.facts import CommandFacts, Load
+from audit.kb.perf.roofline import operating_point
 
 LABELS = {"ttft_s": ("slo-ttft-ms", "TTFT"), "tpot_s": ("slo-tpot-ms", "TPOT")}
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from advice.perfmodel.calibrate import fleet
 from advice.recommend.core import recommend_report, recommend_server
+from audit.kb.perf.calibrate import fleet
 
 CLI_DIFF_KEYS = ("flag", "current", "recommended", "reason", "references")
 

@@ -21,6 +21,7 @@ from audit.kb.flags import ParsedArgv, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
+from audit.kb.perf import perf_block
 from audit.kb.probes import probes_block
 from audit.kb.templates import template_context
 from audit.kb.versions import parse_version, version_tuple
@@ -329,8 +330,8 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     Args: ``server`` — one element of ``report["servers"]``; ``report`` — the whole contract
     report; ``history`` — previous reports of the same host, oldest first.
     Returns a JSON-able dict with keys ``vllm``, ``flags``, ``flags_meta``, ``model``,
-    ``gpu``, ``template``, ``metrics``, ``geometry``, ``host``, ``server``. Never raises on
-    malformed argv or metrics; problems are listed in ``flags_meta.errors`` /
+    ``gpu``, ``template``, ``metrics``, ``geometry``, ``host``, ``server``, ``perf``. Never
+    raises on malformed argv or metrics; problems are listed in ``flags_meta.errors`` /
     ``metrics.errors``.
     """
     argv = server.get("argv") or []
@@ -368,7 +369,7 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         flags.get("kv_cache_dtype"), vllm["version"])
     memory = memory_block(model, flags, tp=tp, pp=pp, gpu=gpu,
                           engine_cache=_engine_cache(server), row=row)
-    return {
+    ctx = {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
         "memory": memory,
         "template": template_context(server.get("chat_template")),
@@ -380,6 +381,8 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
                    "started_at": server.get("started_at"), "errors": server.get("errors") or [],
                    "key": server_key(server)},
     }
+    ctx["perf"] = perf_block(ctx)  # the running command against its predicted latency
+    return ctx
 
 
 def _engine_cache(server: dict) -> dict[str, Any]:

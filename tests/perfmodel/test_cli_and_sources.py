@@ -7,9 +7,10 @@ import json
 
 from seedpoints import H100, POINTS, host_report, load_metrics, report, serve
 
-from advice.perfmodel import aic, predict_commands
+from advice.perfmodel import predict_commands
 from advice.recommend.cli import run_recommend
 from audit.kb.context import build_context
+from audit.kb.perf import aic
 
 
 def _recommend(tmp_path, rep) -> dict:

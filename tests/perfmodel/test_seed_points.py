@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 from seedpoints import POINTS, report
 
-from advice.perfmodel import calibrate, predict_commands
+from advice.perfmodel import predict_commands
 from audit.kb.context import build_context
+from audit.kb.perf import calibrate
 
 TOLERANCE = 0.30
 

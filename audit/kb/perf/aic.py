@@ -7,21 +7,21 @@ vLLM (``systems/support_matrix/*.csv``, agg mode, status PASS): h100_sxm, h200_s
 b200_sxm, b300_sxm, gb200, gb300, l40s and rtx_pro_6000_server at vLLM 0.24.0, a100_sxm at
 0.14.0; Gemma 4 26B-A4B (BF16 on Hopper/Blackwell, NVFP4 on B200/GB200), Gemma 4 31B NVFP4
 on B200/GB200 only; no AWQ/GPTQ checkpoints and no GB10. Anything else falls back to the
-roofline (advice.perfmodel.roofline) and the prediction says why.
+roofline (audit.kb.perf.roofline) and the prediction says why.
 
 :func:`coverage` answers whether a command is covered (by the support matrix, never by a
 guess); :func:`step_function` returns a step model with the signature of
-:func:`advice.perfmodel.roofline.roofline_step` backed by ``EngineHandle.mixed_step_latency``.
+:func:`audit.kb.perf.roofline.roofline_step` backed by ``EngineHandle.mixed_step_latency``.
 Speculative decoding enters as verify tokens (running x (k + 1) generation tokens); the
 drafter's own forward passes are not in the kernel model.
 """
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
-from advice.perfmodel.facts import CommandFacts, Load
+from audit.kb.perf.facts import CommandFacts, Load
 
 #: audit/kb/data/gpus.yaml label -> aiconfigurator system name (systems/*.yaml of the wheel).
 SYSTEMS = {
@@ -70,7 +70,7 @@ def coverage(f: CommandFacts) -> dict[str, Any]:
             "why": f"kernel data for {system}, vLLM {passing[0][2]} (aiconfigurator-core)"}
 
 
-@cache
+@lru_cache(maxsize=16)  # a compiled engine holds its perf tables: keep a fleet's worth
 def _engine(model: str, system: str, version: str, tp: int, pp: int, kv_mode: str | None):
     from aiconfigurator_core.sdk import EngineHandle
 
@@ -81,7 +81,7 @@ def _engine(model: str, system: str, version: str, tp: int, pp: int, kv_mode: st
 
 
 def step_function(f: CommandFacts, load: Load, cover: dict[str, Any]):
-    """A step model (seconds) for :func:`advice.perfmodel.roofline.operating_point` from
+    """A step model (seconds) for :func:`audit.kb.perf.roofline.operating_point` from
     aiconfigurator's mixed prefill + decode step at this prompt/output length."""
     engine = _engine(f.model, cover["system"], cover["vllm"], f.tp, f.pp,
                      _KV_MODES.get((f.kv_cache_dtype or "").lower()))

@@ -11,8 +11,8 @@
   "Scaling Laws for Neural Language Models", C_forward = 2N) + attention, 4 x heads x head_dim
   per attended position per layer (QK^T and AV);
 - bandwidth and peaks are datasheet figures (audit/kb/data/gpus.yaml bandwidth_tbs;
-  advice/perfmodel/compute.yaml peak_tflops), no efficiency factor: the fleet calibration
-  (advice.perfmodel.calibrate) is what turns peak into achieved.
+  audit/kb/perf/compute.yaml peak_tflops), no efficiency factor: the fleet calibration
+  (audit.kb.perf.calibrate) is what turns peak into achieved.
 
 :func:`operating_point` puts a step model in a closed loop of ``concurrency`` clients
 (each sends its next request when the last one ends, as ``vllm bench serve --max-concurrency``
@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from advice.perfmodel.facts import CommandFacts, Load, default_acceptance
+from audit.kb.perf.facts import CommandFacts, Load, default_acceptance
 
 #: Step-time overhead of tensor parallelism per doubling of TP: "per-H100 TP=2 has ~9% TP
 #: communication overhead" (seed 000, Decision guide: 745 tok/s at TP=2 vs 2 x 408 at TP=1,
