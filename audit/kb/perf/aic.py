@@ -51,6 +51,14 @@ def _matrix() -> tuple[tuple[str, str, str, str], ...]:
                  if r.get("Backend") == "vllm" and r.get("Mode") == "agg")
 
 
+def versions(model: str | None, system: str) -> list[str]:
+    """vLLM versions the support matrix passes for ``model`` on ``system``, oldest first."""
+    from packaging.version import Version
+
+    found = {r[2] for r in _matrix() if r[0] == model and r[1] == system and r[3] == "PASS"}
+    return sorted(found, key=Version)
+
+
 def coverage(f: CommandFacts) -> dict[str, Any]:
     """``{"covered": bool, "system", "vllm", "why"}`` for this command's model and GPU."""
     if not available():
