@@ -55,6 +55,7 @@ def test_recommend_page_says_what_the_command_buys_with_a_chart(signed_in, loade
     assert buys.startswith("+9% output tokens/s") and "TPOT (78 ->" in buys, buys
     assert "calibrated by this server" in buys
     assert "server / model = 3.4" in body  # the calibration ratio, shown
+    assert "median ratio 3.4" in body and "spread 1.0x across 1 server." in body
     assert "/static/js/perfchart.js" in body and "chart.umd.min.js" in body
     curve = _curve(body)
     assert curve["concurrency"][0] == 1 and curve["measured"]["concurrency"] == 64
