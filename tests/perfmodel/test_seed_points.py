@@ -84,3 +84,13 @@ def test_uncalibrated_when_the_server_reports_no_latency():
     assert out["recommended"]["calibrated"] is None
     assert out["calibration"]["trusted"] is None
     assert "uncalibrated model" in out["buys"]
+
+
+def test_one_client_keeps_one_replica_busy():
+    """2 x TP=1 with a single client: one replica works, the other idles (no doubling)."""
+    push = _ctx("PUSH 4K/512", concurrency=1)
+    light = _ctx("LIGHT 4K/512 c64", concurrency=1)
+    two = predict_commands(push, light, replicas=2)["recommended"]["predicted"]
+    one = predict_commands(push, light, replicas=1)["recommended"]["predicted"]
+    assert two["output_tps"] == one["output_tps"]
+    assert two["tpot_s"] == one["tpot_s"]

@@ -101,7 +101,8 @@ def operating_point(f: CommandFacts, load: Load, step: StepFn = roofline_step,
     prefill_steps = math.ceil(load.prompt_tokens / budget)
     in_service = (prefill_steps + decode_steps) * seconds
     queue = max(0.0, per_replica - running) * in_service / running
+    busy = min(float(f.replicas), load.concurrency / per_replica)  # fewer clients than replicas
     return {"tpot_s": seconds / alpha, "ttft_s": queue + prefill_steps * seconds,
-            "output_tps": running * alpha / seconds * f.replicas, "running": running,
+            "output_tps": running * alpha / seconds * busy, "running": running,
             "limited_by": limited_by, "acceptance_length": round(alpha, 2),
             "acceptance_source": alpha_src}
