@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "perfmodel")]
 
-from seedpoints import POINTS, report  # noqa: E402
+from seedpoints import POINTS, report, report_pair  # noqa: E402
 
 from advice.perfmodel import predict_commands  # noqa: E402
 from audit.kb.context import build_context  # noqa: E402
@@ -78,7 +78,22 @@ def cross_rows() -> list[str]:
     return rows
 
 
+def gb10_rows() -> list[str]:
+    """GB10 c=128 calibrated by its throughput over two scrapes, carried to c=256."""
+    earlier, later = report_pair(POINTS["GB10 26B-A4B NVFP4 MTP c128"])
+    out = predict_commands(build_context(later["servers"][0], later, [earlier]), None)
+    curve = out["curve"]["current"]
+    at_256 = curve["output_tps"][out["curve"]["concurrency"].index(256)]
+    measured = POINTS["GB10 26B-A4B NVFP4 MTP c256 (collapse)"]["output_tps"]
+    return ["| GB10 c=128 (1380 tok/s over two scrapes) | ratio "
+            f"{out['calibration']['ratio']} ({out['calibration']['why']}) | c=256: "
+            f"{at_256:.0f} tok/s calibrated vs {measured} measured (collapse: "
+            f"{at_256 / measured:.0f}x, not modelled; the c=256 server is flagged) |"]
+
+
 if __name__ == "__main__":
     print("\n".join(raw_rows()))
     print()
     print("\n".join(cross_rows()))
+    print()
+    print("\n".join(gb10_rows()))

@@ -15,7 +15,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
 from rkit import AWQ_31B, EAGLE3, host_report, serve  # noqa: E402
 
-__all__ = ["POINTS", "host_report", "load_metrics", "report", "serve"]
+__all__ = ["POINTS", "host_report", "load_metrics", "report", "report_pair", "serve"]
 
 H100 = "NVIDIA H100 80GB HBM3"
 GB10 = "NVIDIA GB10"
@@ -114,3 +114,20 @@ def report(point: dict[str, Any], version: str = "0.25.1",
                            point["ttft_s"] if measured else None)
     return host_report(point["gpu"], point["gpus"], serve(point["model"], *point["flags"]),
                        version, metrics=metrics)
+
+
+def report_pair(point: dict[str, Any], seconds: float = 60.0) -> tuple[dict, dict]:
+    """(earlier, later) reports of the same server ``seconds`` apart whose counters advance
+    at the point's measured output tokens/s (the rate a single scrape cannot give)."""
+    from datetime import datetime, timedelta
+
+    earlier = report(point)
+    finished = round(point["output_tps"] * seconds / point["output"])
+    later = report(point)
+    later["servers"][0]["metrics"]["text"] = load_metrics(
+        point["concurrency"], point["prompt"], point["output"], point["tpot_s"],
+        point["ttft_s"], finished=200 + finished)
+    stamp = datetime.fromisoformat(earlier["servers"][0]["metrics"]["scraped_at"])
+    later["servers"][0]["metrics"]["scraped_at"] = \
+        (stamp + timedelta(seconds=seconds)).isoformat()
+    return earlier, later

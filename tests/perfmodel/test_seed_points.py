@@ -10,7 +10,7 @@ to the measurement is: it must sit in the healthy band the calibration trusts.
 from __future__ import annotations
 
 import pytest
-from seedpoints import POINTS, report
+from seedpoints import POINTS, report, report_pair
 
 from advice.perfmodel import predict_commands
 from audit.kb.context import build_context
@@ -94,3 +94,19 @@ def test_one_client_keeps_one_replica_busy():
     one = predict_commands(push, light, replicas=1)["recommended"]["predicted"]
     assert two["output_tps"] == one["output_tps"]
     assert two["tpot_s"] == one["tpot_s"]
+
+
+def test_gb10_c128_throughput_calibrates_and_c256_is_a_collapse_beyond_it():
+    """GB10 26B-A4B MTP: c=128 measured 1380 tok/s (over two scrapes: a rate), c=256
+    collapsed to 0.15 tok/s. The model plateaus past max_num_seqs; it does not model the
+    scheduler collapse, so the c=256 card lies far outside the c=128-calibrated prediction,
+    by more than the trusted band: the disagreement, not a figure, is the answer there."""
+    earlier, later = report_pair(POINTS["GB10 26B-A4B NVFP4 MTP c128"])
+    ctx = build_context(later["servers"][0], later, [earlier])
+    out = predict_commands(ctx, ctx)
+    assert out["calibration"]["trusted"] is True
+    assert _close(out["current"]["calibrated"]["output_tps"], 1380)
+    at_256 = out["curve"]["recommended"]["output_tps"][out["curve"]["concurrency"].index(256)]
+    assert at_256 >= out["current"]["calibrated"]["output_tps"] * (1 - TOLERANCE)
+    collapsed = POINTS["GB10 26B-A4B NVFP4 MTP c256 (collapse)"]["output_tps"]
+    assert at_256 / collapsed > calibrate.ROOFLINE_BAND[1]
