@@ -45,3 +45,13 @@ def test_no_latency_measured_no_perf_verdict():
     ctx = build_context(rep["servers"][0], rep)
     assert ctx["perf"]["available"] is False
     assert ctx["perf"]["reason"] == "the server measured no TPOT, TTFT or throughput"
+
+
+def test_the_finding_and_the_recommendation_read_the_same_ratio():
+    from advice.perfmodel import predict_commands
+
+    for name in ("LIGHT 4K/512 c64", "GB10 26B-A4B NVFP4 MTP c256 (collapse)"):
+        ctx, _ = _findings(name)
+        calibration = predict_commands(ctx, ctx)["calibration"]
+        assert (calibration["ratio"], calibration["trusted"]) == \
+            (ctx["perf"]["ratio"], ctx["perf"]["trusted"]), name
