@@ -55,15 +55,20 @@ def predict_commands(current_ctx: dict[str, Any], recommended_ctx: dict[str, Any
         return _none("no prediction: the knowledge base lacks " +
                      ", ".join(dict.fromkeys(missing)), load)
     accept = measured.acceptance_length
+    rec_accept = accept if rec_f and rec_f.spec_method == cur_f.spec_method else None
     try:
         current = predict(cur_f, load, accept)
-        recommended = predict(rec_f, load, accept if rec_f.spec_method == cur_f.spec_method
-                               else None) if rec_f else None
+        recommended = predict(rec_f, load, rec_accept) if rec_f else None
+        if recommended and recommended["kernel"] != current["kernel"]:
+            # One model for both, or the ratio of one would scale the other's prediction.
+            current = predict(cur_f, load, accept, kernel=False)
+            recommended = predict(rec_f, load, rec_accept, kernel=False)
     except ValueError as exc:
         return _none(f"no prediction: {exc}", load)
     r = calibrate.ratios(current["predicted"], measured)
     ratio = calibrate.headline(r)
-    verdict = calibrate.judge(r, current.pop("kernel"))
+    kernel = current.pop("kernel")
+    verdict = calibrate.judge(r, kernel)
     # The current command calibrated = what the server measured; a figure it did not report
     # is the prediction scaled by the ratio it did give.
     scaled_cur = calibrate.scale(current["predicted"], r)
@@ -78,9 +83,8 @@ def predict_commands(current_ctx: dict[str, Any], recommended_ctx: dict[str, Any
     goals, ignored = slo.targets(current_ctx)
     layouts = None
     if (goals or ignored) and rec_f:
-        layouts = slo.pick(rec_f, load, goals, lambda v: model_for(v, load)[0], r,
-                           accept if rec_f.spec_method == cur_f.spec_method else None) \
-            if goals else {"summary": None}
+        layouts = slo.pick(rec_f, load, goals, lambda v: model_for(v, load, kernel)[0], r,
+                           rec_accept) if goals else {"summary": None}
         layouts["ignored"] = ignored
     return {"status": "ok", "reason": None, "load": asdict(load), "slo": layouts,
             "measured": {"tpot_s": measured.tpot_s, "ttft_s": measured.ttft_s,
@@ -89,7 +93,7 @@ def predict_commands(current_ctx: dict[str, Any], recommended_ctx: dict[str, Any
             "calibration": {"ratios": {k: round(v, 3) if v else None for k, v in r.items()},
                             "ratio": round(ratio, 3) if ratio else None, **verdict},
             "buys": buys(current, recommended, verdict),
-            "curve": curve(cur_f, rec_f, load, accept, r, current_ctx)}
+            "curve": curve(cur_f, rec_f, load, accept, r, current_ctx, kernel)}
 
 
 def _best(side: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +127,8 @@ def buys(current: dict[str, Any], recommended: dict[str, Any] | None,
 
 
 def curve(cur_f: CommandFacts, rec_f: CommandFacts | None, load: Load, accept: float | None,
-          r: dict[str, float | None], ctx: dict[str, Any]) -> dict[str, Any]:
+          r: dict[str, float | None], ctx: dict[str, Any], kernel: bool = True
+          ) -> dict[str, Any]:
     """Calibrated output tokens/s and p99 TPOT vs concurrency for the chart; p99 TPOT = mean
     TPOT x the server's measured p99/p50 ratio (1 when it has none)."""
     m = ctx.get("metrics") or {}
@@ -136,7 +141,7 @@ def curve(cur_f: CommandFacts, rec_f: CommandFacts | None, load: Load, accept: f
     for name, f in (("current", cur_f), ("recommended", rec_f)):
         if f is None:
             continue
-        step = model_for(f, load)[0]
+        step = model_for(f, load, kernel)[0]
         tps, tpot = [], []
         for c in CURVE_POINTS:
             try:

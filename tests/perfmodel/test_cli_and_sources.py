@@ -71,3 +71,24 @@ def test_awq_gemma_is_outside_the_kernel_data():
         report(POINTS["LIGHT 4K/512 c64"]))), None)
     assert out["current"]["coverage"]["kernel_data"] is False
     assert "not in its support matrix" in out["current"]["coverage"]["why"]
+
+
+def test_one_model_for_both_commands_when_kernel_data_fails_for_one(monkeypatch):
+    """If the kernel model fails for the recommended layout (here TP=2), both commands are
+    predicted by the roofline: one server ratio never scales another model's figure."""
+    real = aic.step_function
+
+    def flaky(f, load, cover):
+        if f.tp == 2:
+            raise RuntimeError("no GEMM table for this shape")
+        return real(f, load, cover)
+    monkeypatch.setattr(aic, "step_function", flaky)
+    rep = host_report(H100, 2, serve("Qwen/Qwen3-8B", "--max-model-len", "8192",
+                                     "--tensor-parallel-size", "2"))
+    tp2 = build_context(rep["servers"][0], rep)
+    out = predict_commands(_qwen_ctx(), tp2)
+    for side in ("current", "recommended"):
+        assert out[side]["source"].startswith("roofline: H100"), side
+    assert out["current"]["coverage"]["why"] == \
+        "roofline for both commands: kernel data covers only one of them"
+    assert out["calibration"]["band"] == [0.8, 6.0]

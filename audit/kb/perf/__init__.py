@@ -26,9 +26,14 @@ from audit.kb.perf.roofline import (
 )
 
 
-def model_for(f: CommandFacts, load: Load) -> tuple[Any, str, dict[str, Any]]:
-    """(step function, source text, coverage) for one command at one load."""
+def model_for(f: CommandFacts, load: Load, kernel: bool = True
+              ) -> tuple[Any, str, dict[str, Any]]:
+    """(step function, source text, coverage) for one command at one load; ``kernel``
+    False forces the roofline (two commands compared on one model)."""
     cover = aic.coverage(f)
+    if not kernel and cover["covered"]:
+        cover = {**cover, "covered": False,
+                 "why": "roofline for both commands: kernel data covers only one of them"}
     if cover["covered"]:
         try:
             return aic.step_function(f, load, cover), cover["why"], cover
@@ -51,10 +56,12 @@ def rounded(point: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def predict(f: CommandFacts, load: Load, acceptance: float | None) -> dict[str, Any]:
-    """``{"predicted", "calibrated": None, "source", "coverage", "kernel"}`` for one command.
-    Raises ValueError when one request of the load does not fit its KV memory."""
-    step, source, cover = model_for(f, load)
+def predict(f: CommandFacts, load: Load, acceptance: float | None,
+            kernel: bool = True) -> dict[str, Any]:
+    """``{"predicted", "calibrated": None, "source", "coverage", "kernel"}`` for one command
+    (``kernel`` as :func:`model_for`). Raises ValueError when one request of the load does
+    not fit its KV memory."""
+    step, source, cover = model_for(f, load, kernel)
     point = operating_point(f, load, step, acceptance)
     return {"predicted": rounded(point), "calibrated": None, "source": source,
             "coverage": {"kernel_data": cover["covered"], "why": cover["why"],
