@@ -66,8 +66,9 @@ def judge(r: dict[str, float | None], kernel: bool) -> dict[str, Any]:
                        "prediction for it"}
     if ratio < lo:
         return {"trusted": False, "band": [lo, hi],
-                "why": f"the server is faster than the model predicts ({ratio:.2f}x): the "
-                       "model misses something here (prefix-cache hits, shorter outputs)"}
+                "why": f"the server is faster than the model predicts ({ratio:.2f}x): check "
+                       "the measurement (histogram buckets, the load it was taken at) or what "
+                       "the model misses (prefix-cache hits, a higher draft acceptance)"}
     return {"trusted": True, "band": [lo, hi],
             "why": f"ratio {ratio:.2f} inside the healthy band {lo}-{hi}"}
 
