@@ -92,3 +92,20 @@ def test_one_model_for_both_commands_when_kernel_data_fails_for_one(monkeypatch)
     assert out["current"]["coverage"]["why"] == \
         "roofline for both commands: kernel data covers only one of them"
     assert out["calibration"]["band"] == [0.8, 6.0]
+
+
+def test_hostile_gauges_give_no_prediction_not_nan(tmp_path):
+    """A NaN running gauge (valid Prometheus text) must not reach the JSON as NaN."""
+    text = load_metrics(64, 4096, 512, 0.141, None).replace(
+        'vllm:num_requests_running{model_name="m",engine="0"} 64',
+        'vllm:num_requests_running{model_name="m",engine="0"} NaN')
+    point = POINTS["LIGHT 4K/512 c64"]
+    rep = host_report(point["gpu"], point["gpus"], serve(point["model"], *point["flags"]),
+                      metrics=text)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(rep))
+    out = io.StringIO()
+    assert run_recommend(str(path), None, "json", out=out, err=io.StringIO()) == 0
+    assert "NaN" not in out.getvalue()
+    pred = json.loads(out.getvalue())["servers"][0]["prediction"]
+    assert pred["status"] == "none"

@@ -193,6 +193,8 @@ def observed_load(ctx: dict[str, Any]) -> tuple[Load | None, Measured, str | Non
     if not m.get("available") or running is None:
         return None, measured, "the server sent no /metrics: no observed load"
     concurrency = float(running) + float(m.get("requests_waiting") or 0)
+    if not math.isfinite(concurrency):  # a NaN/Inf gauge is agent input, not a load
+        return None, measured, "the running/waiting gauges are not finite numbers"
     if concurrency < 1:
         return None, measured, "the server was idle (no running or waiting request)"
     prompt = m.get("prompt_len_p50")
