@@ -1,4 +1,4 @@
-"""Upgrade planner: what a vLLM version change would do to each server (issue 5).
+"""Upgrade planner: what a vLLM version change would do to each server.
 
 Pure Python (no Django). For one server, the latest report is evaluated twice with the
 rules knowledge base: as it runs, and as if it ran the target release (the server entry's

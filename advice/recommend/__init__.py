@@ -1,4 +1,4 @@
-"""Recommended vLLM configuration per server (issue 5). Pure Python, no Django.
+"""Recommended vLLM configuration per server. Pure Python, no Django.
 
 Entry points: :func:`recommend_report` and :func:`recommend_server` (advice.recommend.core);
 :func:`cli_json` projects a result onto the ``manage.py recommend`` JSON shape.
