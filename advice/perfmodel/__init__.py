@@ -28,7 +28,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from advice.perfmodel import slo
-from audit.kb.perf import calibrate, model_for, predict, rounded
+from audit.kb.perf import aic, calibrate, model_for, predict, rounded
 from audit.kb.perf.facts import CommandFacts, Load, command_facts, observed_load
 from audit.kb.perf.roofline import operating_point
 
@@ -146,7 +146,7 @@ def curve(cur_f: CommandFacts, rec_f: CommandFacts | None, load: Load, accept: f
         for c in CURVE_POINTS:
             try:
                 point = operating_point(f, replace(load, concurrency=float(c)), step, accept)
-            except ValueError:
+            except (ValueError, aic.KernelDataError):
                 tps.append(None)
                 tpot.append(None)
                 continue

@@ -44,9 +44,12 @@ def release_change(ctx: dict[str, Any], target: str) -> dict[str, Any]:
     points = {}
     for name, version in (("current", current), ("target", target)):
         cover = {"covered": True, "system": system, "vllm": version}
-        step = aic.step_function(facts, load, cover)
-        points[name] = rounded(operating_point(facts, load, step,
-                                               measured.acceptance_length))
+        try:
+            step = aic.step_function(facts, load, cover)
+            points[name] = rounded(operating_point(facts, load, step,
+                                                   measured.acceptance_length))
+        except (ValueError, aic.KernelDataError) as exc:
+            return _none(f"no measured prediction at vLLM {version}: {exc}")
     cur, tgt = points["current"], points["target"]
     tps, tpot = tgt["output_tps"] / cur["output_tps"] - 1, tgt["tpot_s"] / cur["tpot_s"] - 1
     why = (f"kernel data for {system} at vLLM {current} and {target} (aiconfigurator-core), "

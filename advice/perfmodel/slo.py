@@ -18,7 +18,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from audit.kb.perf import calibrate
+from audit.kb.perf import aic, calibrate
 from audit.kb.perf.facts import CommandFacts, Load
 from audit.kb.perf.roofline import operating_point
 
@@ -73,7 +73,7 @@ def pick(f: CommandFacts, load: Load, goals: dict[str, float], step_for,
             continue
         try:
             point = operating_point(variant, load, step_for(variant), accept)
-        except ValueError:
+        except (ValueError, aic.KernelDataError):
             continue
         point = calibrate.scale(point, ratios) or point
         meets = all(point[key] <= goal for key, goal in goals.items())

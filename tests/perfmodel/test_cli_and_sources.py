@@ -80,7 +80,7 @@ def test_one_model_for_both_commands_when_kernel_data_fails_for_one(monkeypatch)
 
     def flaky(f, load, cover):
         if f.tp == 2:
-            raise RuntimeError("no GEMM table for this shape")
+            raise aic.KernelDataError("PerfDataNotAvailableError: no table for this shape")
         return real(f, load, cover)
     monkeypatch.setattr(aic, "step_function", flaky)
     rep = host_report(H100, 2, serve("Qwen/Qwen3-8B", "--max-model-len", "8192",
@@ -109,3 +109,20 @@ def test_hostile_gauges_give_no_prediction_not_nan(tmp_path):
     assert "NaN" not in out.getvalue()
     pred = json.loads(out.getvalue())["servers"][0]["prediction"]
     assert pred["status"] == "none"
+
+
+def test_kernel_tables_without_the_shape_fall_back_to_the_roofline():
+    """aiconfigurator 0.12.0 lists Gemma 4 31B NVFP4 on B200 as supported, but its vLLM
+    0.24.0 tables lack the sliding-window attention shape with an FP8 KV cache: the
+    prediction falls back to the roofline and says why, and the context never raises."""
+    rep = host_report("NVIDIA B200", 1, serve(
+        "nvidia/Gemma-4-31B-IT-NVFP4", "--max-model-len", "65536", "--kv-cache-dtype", "fp8",
+        "--max-num-seqs", "64"), metrics=load_metrics(32, 1000, 300, 0.03, 0.3))
+    ctx = build_context(rep["servers"][0], rep)
+    assert ctx["perf"]["available"] is True
+    assert ctx["perf"]["source"].startswith("roofline: B200")
+    out = predict_commands(ctx, ctx)
+    why = out["current"]["coverage"]["why"]
+    assert why.startswith("aiconfigurator failed on this command (PerfDataNotAvailableError")
+    assert why.endswith("roofline instead")
+    assert out["calibration"]["band"] == [0.8, 6.0]

@@ -37,15 +37,19 @@ def model_for(f: CommandFacts, load: Load, kernel: bool = True
     if cover["covered"]:
         try:
             return aic.step_function(f, load, cover), cover["why"], cover
-        except Exception as exc:  # noqa: BLE001 - any failure of the optional library
-            cover = {**cover, "covered": False,
-                     "why": f"aiconfigurator failed on this command ({type(exc).__name__})"}
+        except aic.KernelDataError as exc:
+            cover = _failed(cover, exc)
     peak = f"; compute peak {f.peak_source}" if f.peak_source else \
         "; no compute peak for this GPU: bandwidth bound only"
     comm = f"; TP communication +{TP_OVERHEAD:.0%} per TP doubling ({TP_OVERHEAD_SOURCE})" \
         if f.tp > 1 else ""
     return roofline_step, (f"roofline: {f.gpu_label} {f.bandwidth_tbs} TB/s HBM (gpus.yaml)"
                            f"{peak}{comm}"), cover
+
+
+def _failed(cover: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    return {**cover, "covered": False,
+            "why": f"aiconfigurator failed on this command ({exc}): roofline instead"}
 
 
 def rounded(point: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +66,12 @@ def predict(f: CommandFacts, load: Load, acceptance: float | None,
     (``kernel`` as :func:`model_for`). Raises ValueError when one request of the load does
     not fit its KV memory."""
     step, source, cover = model_for(f, load, kernel)
-    point = operating_point(f, load, step, acceptance)
+    try:
+        point = operating_point(f, load, step, acceptance)
+    except aic.KernelDataError as exc:  # a step shape the kernel tables lack
+        step, source, _ = model_for(f, load, kernel=False)
+        cover = _failed(cover, exc)
+        point = operating_point(f, load, step, acceptance)
     return {"predicted": rounded(point), "calibrated": None, "source": source,
             "coverage": {"kernel_data": cover["covered"], "why": cover["why"],
                          "model": f.model, "gpu": f.gpu_label, "vllm": f.version,

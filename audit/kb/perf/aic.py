@@ -88,16 +88,33 @@ def _engine(model: str, system: str, version: str, tp: int, pp: int, kv_mode: st
     return EngineHandle.compile(model, system, "vllm", backend_version=version, **kwargs)
 
 
+class KernelDataError(RuntimeError):
+    """aiconfigurator could not price a step (a kernel shape its tables lack, e.g. Gemma 4's
+    sliding-window attention on some systems): the caller falls back to the roofline."""
+
+
 def step_function(f: CommandFacts, load: Load, cover: dict[str, Any]):
     """A step model (seconds) for :func:`audit.kb.perf.roofline.operating_point` from
-    aiconfigurator's mixed prefill + decode step at this prompt/output length."""
-    engine = _engine(f.model, cover["system"], cover["vllm"], f.tp, f.pp,
-                     _KV_MODES.get((f.kv_cache_dtype or "").lower()))
+    aiconfigurator's mixed prefill + decode step at this prompt/output length. Raises
+    :class:`KernelDataError` (compiling, or at a step) when the library fails."""
+    try:
+        engine = _engine(f.model, cover["system"], cover["vllm"], f.tp, f.pp,
+                         _KV_MODES.get((f.kv_cache_dtype or "").lower()))
+    except Exception as exc:  # noqa: BLE001 - any failure of the optional library
+        raise KernelDataError(_first_line(exc)) from exc
     isl, osl = int(load.prompt_tokens), max(2, int(load.output_tokens))
 
     def step(_f: CommandFacts, running: float, tokens_per_seq: int, _context: float,
              prefill_tokens: float) -> float:
-        return engine.mixed_step_latency(int(prefill_tokens), int(running * tokens_per_seq),
-                                         isl, osl) / 1000.0
+        try:
+            return engine.mixed_step_latency(int(prefill_tokens),
+                                             int(running * tokens_per_seq), isl, osl) / 1000.0
+        except Exception as exc:  # noqa: BLE001 - any failure of the optional library
+            raise KernelDataError(_first_line(exc)) from exc
 
     return step
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).splitlines()[0][:160] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"
