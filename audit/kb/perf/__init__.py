@@ -14,6 +14,7 @@ compares with the measurement. Two consumers, one computation:
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from audit.kb.perf import aic, calibrate
@@ -86,21 +87,34 @@ def _verdict(verdict: dict[str, Any], ratio: float | None) -> str | None:
     return "faster" if ratio is not None and ratio < verdict["band"][0] else "slower"
 
 
+log = logging.getLogger(__name__)
+_EMPTY: dict[str, Any] = {
+    "available": False, "reason": None, "source": None, "ratio": None, "ratio_ttft": None,
+    "trusted": None, "verdict": None, "band": None, "why": None, "predicted_tpot_s": None,
+    "measured_tpot_s": None, "predicted_ttft_s": None, "measured_ttft_s": None}
+
+
 def perf_block(ctx: dict[str, Any]) -> dict[str, Any]:
+    """The rule context's ``perf`` block (:func:`_perf_block`); a context is built from agent
+    input and never raises, so a failure of the model is logged and named in ``reason``."""
+    try:
+        return _perf_block(ctx)
+    except Exception as exc:  # noqa: BLE001 - logged; the rest of the context stands
+        log.exception("performance model failed for server %s", ctx.get("server", {}).get("key"))
+        return {**_EMPTY, "reason": f"the performance model failed ({type(exc).__name__})"}
+
+
+def _perf_block(ctx: dict[str, Any]) -> dict[str, Any]:
     """The rule context's ``perf`` block for the running command.
 
     ``{"available": bool, "reason": str | None, "source", "ratio", "ratio_ttft",
     "trusted": bool | None, "verdict": "agrees" | "slower" | "faster" | None, "band":
     [lo, hi], "why", "predicted_tpot_s", "measured_tpot_s", "predicted_ttft_s",
     "measured_ttft_s"}``; ``ratio`` = measured / predicted (TPOT, else throughput), > 1 when
-    the server is slower than the model. Never raises. Only computed when the server
-    measured a latency: without one there is nothing to compare.
+    the server is slower than the model. Only computed when the server measured a latency:
+    without one there is nothing to compare.
     """
-    out: dict[str, Any] = {"available": False, "reason": None, "source": None, "ratio": None,
-                           "ratio_ttft": None, "trusted": None, "verdict": None, "band": None,
-                           "why": None,
-                           "predicted_tpot_s": None, "measured_tpot_s": None,
-                           "predicted_ttft_s": None, "measured_ttft_s": None}
+    out = dict(_EMPTY)
     load, measured, why = observed_load(ctx)
     if load is None:
         return {**out, "reason": why}
