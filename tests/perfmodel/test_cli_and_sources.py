@@ -126,3 +126,11 @@ def test_kernel_tables_without_the_shape_fall_back_to_the_roofline():
     assert why.startswith("aiconfigurator failed on this command (PerfDataNotAvailableError")
     assert why.endswith("roofline instead")
     assert out["calibration"]["band"] == [0.8, 6.0]
+
+
+def test_cli_text_says_what_it_buys(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report(POINTS["PUSH 4K/512"])))
+    out = io.StringIO()
+    assert run_recommend(str(path), None, "text", out=out, err=io.StringIO()) == 0
+    assert "  what it buys: +9% output tokens/s" in out.getvalue()
