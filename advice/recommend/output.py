@@ -47,8 +47,8 @@ def _base(server: dict, ctx: dict, profile: dict, status: str) -> dict[str, Any]
                                         "recommended": None, "reason": None, "references": []},
             "replicas": [], "diff": [], "expected": [], "notes": [],
             "self_check": None, "does_not_fit": None, "chat_template": None,
-            "prediction": {"status": "none", "reason": f"no prediction: no recommended command "
-                                                        f"({status})", "load": None}}
+            "prediction": {"status": "none", "load": None,
+                           "reason": f"no prediction: no command is recommended ({status})"}}
 
 
 def refused(server: dict, ctx: dict, profile: dict, why: str) -> dict[str, Any]:
