@@ -7,7 +7,7 @@ WORKDIR /app
 RUN useradd --create-home --uid 1000 fleet
 COPY pyproject.toml README.md ./
 COPY fleet_agent ./fleet_agent
-RUN pip install '.[server]'
+RUN pip install '.[server,perf]'
 COPY . .
 # Static files are collected at build time; settings need no secret for that.
 # The agent wheel served at /agent/dist/ is built here too (never inside a request); the

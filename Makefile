@@ -17,7 +17,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[server,test]'
+	$(BIN)/pip install -q -e '.[server,test,perf]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,4 +1,4 @@
-"""Upgrade planner: what a vLLM version change would do to each server (issue 5).
+"""Upgrade planner: what a vLLM version change would do to each server.
 
 Pure Python (no Django). For one server, the latest report is evaluated twice with the
 rules knowledge base: as it runs, and as if it ran the target release (the server entry's
@@ -27,6 +27,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from advice.perfmodel.releases import release_change
 from audit.kb.context import build_context
 from audit.kb.engine import SEVERITY_RANK, FindingResult, KnowledgeBase, load_rules
 from audit.kb.fixes import lacking, server_features
@@ -134,10 +135,13 @@ def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
 
     Returns ``{"pid", "base_url", "model", "current", "target", "target_raw", "label",
     "verdict", "reasons", "upstream_issues", "appear", "disappear", "escalate",
-    "deescalate", "unchanged", "refused_flags", "brings_fixes"}`` (``refused_flags``:
-    options the target release refuses, from its table; ``brings_fixes``:
-    :func:`brings_fixes`). ``now``: :func:`current_findings` of this server when
-    the caller already has it. Raises ``ValueError`` for a target that names no version.
+    "deescalate", "unchanged", "refused_flags", "brings_fixes", "performance"}``
+    (``refused_flags``: options the target release refuses, from its table;
+    ``brings_fixes``: :func:`brings_fixes`; ``performance``: the predicted change at this
+    server's load where kernel data has both releases,
+    :func:`advice.perfmodel.releases.release_change`). ``now``: :func:`current_findings` of
+    this server when the caller already has it. Raises ``ValueError`` for a target that
+    names no version.
     """
     kb = _kb(kb)
     normalised = normalise_target(target)
@@ -152,6 +156,7 @@ def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
             # Options the target's table refuses (vLLM exits "unrecognized arguments").
             "refused_flags": then["flags_meta"].get("not_accepted") or [],
             "label": label or f"upgrade to {normalised}",
+            "performance": release_change(now_ctx, normalised),
             **verdict(changes, normalised, kb), **changes}
 
 

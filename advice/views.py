@@ -1,4 +1,4 @@
-"""Pages for the recommended configuration and the upgrade planner (issue 5).
+"""Pages for the recommended configuration and the upgrade planner.
 
 All login-required; every value comes from the pure libraries (advice.recommend,
 advice.planner) run on each server's latest stored report (``Server.last_report.raw``).
@@ -32,6 +32,7 @@ from advice import planner
 from advice.plans import LazyPlanner, current_rows, report_entry
 from advice.recommend import recommend_server
 from advice.recommend.workload import PROFILES
+from audit.kb.perf.calibrate import fleet
 from audit.rulebook import current_knowledge_base
 from fleet.models import Host, Server
 
@@ -80,9 +81,14 @@ def host_recommend(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     if workload not in PROFILES:
         workload = None
     page = Paginator(_running_on(host), SERVERS_PER_PAGE).get_page(request.GET.get("page"))
+    items = host_recommendations(host, workload, page.object_list)
+    # Model-vs-server calibration across the servers shown (advice.perfmodel: the spread
+    # says how far one server's ratio may sit from the others').
+    ratios = [((rec or {}).get("prediction") or {}).get("calibration", {}).get("ratio")
+              for _, rec in items]
     return render(request, "advice/recommend_host.html", {
         "host": host, "workload": workload, "profiles": PROFILES, "page": page,
-        "items": host_recommendations(host, workload, page.object_list)})
+        "items": items, "calibration": fleet([r for r in ratios if r])})
 
 
 def _servers_in_scope(request: HttpRequest) -> tuple[list[Server], str]:
@@ -158,7 +164,7 @@ def plan_upgrade(request: HttpRequest) -> HttpResponse:
         except ValueError as exc:
             error, target = str(exc), None
     plans, pending, unplanned = _plans(servers, target)
-    # Summary first, worst first, paginated (issue 13.10: 38 hosts made an 11,858 px page).
+    # Summary first, worst first, paginated (38 hosts made an 11,858 px page).
     order = {"blocked": 0, "risky": 1, "safe": 2}
     plans = sorted(plans, key=lambda p: (order.get(p["verdict"], 3), str(p["server"])))
     summary = {v: sum(p["verdict"] == v for p in plans) for v in order}

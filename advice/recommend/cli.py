@@ -85,6 +85,8 @@ def render_text(result: dict[str, Any]) -> str:
             kind = "measured" if fig["measured"] else "extrapolated"
             lines.append(f"  expect {fig['figure']}: {fig['value']} {fig['unit']} ({kind}; "
                          f"{fig['conditions']}; {fig['source']})")
+        prediction = item["prediction"]
+        lines.append(f"  what it buys: {prediction.get('buys') or prediction['reason']}")
         lines += [f"  note: {note}" for note in item["notes"]]
     return "\n".join(lines) + "\n"
 

@@ -8,13 +8,16 @@ references}), ``replicas`` ([{argv, docker, gpus (NVML indices), gpu_uuids, port
 extrapolated}]), ``expected`` ([{figure, value, unit, source, conditions, measured}]),
 ``notes`` ([str]), ``self_check`` ({version, clean, max_severity, findings}),
 ``does_not_fit`` (None or {reason, numbers}), ``chat_template`` (the fingerprint of the
-template the command serves, as a report's ``chat_template`` entry, or None).
+template the command serves, as a report's ``chat_template`` entry, or None),
+``prediction`` (predicted and calibrated TTFT/TPOT/tokens per second for the current and the
+recommended command, or the reason there are none: :func:`advice.perfmodel.predict_commands`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from advice.perfmodel import predict_commands
 from advice.recommend import asif, data
 from advice.recommend.plan import (
     Plan,
@@ -43,7 +46,9 @@ def _base(server: dict, ctx: dict, profile: dict, status: str) -> dict[str, Any]
             "layout": None, "version": {"current": ctx["vllm"].get("version"),
                                         "recommended": None, "reason": None, "references": []},
             "replicas": [], "diff": [], "expected": [], "notes": [],
-            "self_check": None, "does_not_fit": None, "chat_template": None}
+            "self_check": None, "does_not_fit": None, "chat_template": None,
+            "prediction": {"status": "none", "load": None,
+                           "reason": f"no prediction: no command is recommended ({status})"}}
 
 
 def refused(server: dict, ctx: dict, profile: dict, why: str) -> dict[str, Any]:
@@ -85,6 +90,7 @@ def server_result(server: dict, ctx: dict, profile: dict, outcome: Any,
     out["replicas"] = _replicas(plan)
     out["diff"] = diff(server, ctx, plan, outcome.contexts[0])
     out["expected"] = expected(ctx, plan, profile["profile"])
+    out["prediction"] = predict_commands(ctx, outcome.contexts[0], len(plan.groups))
     out["notes"] += plan.notes + left_out(plan) + arithmetic_notes(plan, outcome.contexts[0])
     image_note = image_for(plan)[1]
     if image_note:

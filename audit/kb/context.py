@@ -24,6 +24,7 @@ from audit.kb.gpus import gpu_context
 from audit.kb.invariants import with_invariants
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
 from audit.kb.modelcfg import text_config
+from audit.kb.perf import perf_block
 from audit.kb.probes import probes_block
 from audit.kb.support import support_block
 from audit.kb.template_parsers import parser_check
@@ -343,8 +344,8 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     Args: ``server`` — one element of ``report["servers"]``; ``report`` — the whole contract
     report; ``history`` — previous reports of the same host, oldest first.
     Returns a JSON-able dict with keys ``vllm``, ``flags``, ``flags_meta``, ``model``,
-    ``gpu``, ``template``, ``metrics``, ``geometry``, ``host``, ``server``. Never raises on
-    malformed argv or metrics; problems are listed in ``flags_meta.errors`` /
+    ``gpu``, ``template``, ``metrics``, ``geometry``, ``host``, ``server``, ``perf``. Never
+    raises on malformed argv or metrics; problems are listed in ``flags_meta.errors`` /
     ``metrics.errors``.
     """
     argv = server.get("argv") or []
@@ -392,7 +393,7 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         release=release, arch=model["arch"], flags=flags, gpu=gpu,
         quantization=flags.get("quantization") or model["arch"].get("quant_method"),
         spec_method=model["speculative"]["raw_method"]) if release else None)
-    return {
+    ctx = {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
         "memory": memory,
         "template": {**template_context(server.get("chat_template")),
@@ -403,12 +404,14 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
                                    flags, model, memory, gpu, meta["release"]),
         "geometry": geometry, "host": host_block(report), "support": support,
         "fixes": fixes,
-        "probes": probes_block(server),  # issue 17: last live-probe results
+        "probes": probes_block(server),  # last live-probe results
         "server": {"pid": server.get("pid"), "base_url": server.get("base_url"),
                    "env": dict(server.get("env") or {}),
                    "started_at": server.get("started_at"), "errors": server.get("errors") or [],
                    "key": server_key(server)},
     }
+    ctx["perf"] = perf_block(ctx)  # the running command against its predicted latency
+    return ctx
 
 
 def _hidden_act(server: dict) -> str | None:

@@ -16,11 +16,11 @@ Rule fields (see docs/knowledge-base.md) plus two optional fields for metric rul
   condition is evaluated; when the condition does not fire and the exposition could not
   answer (``metrics.available`` false, or a name of ``needs`` in ``metrics.missing`` or
   null in the window) the engine emits an info "cannot check" finding for the rule instead
-  of staying silent (issue 4: missing data is not healthy). A condition that can fire on
+  of staying silent (missing data is not healthy). A condition that can fire on
   partial data still fires.
 - ``needs``: canonical metric names (audit/kb/metrics.py) the condition relies on.
 
-- ``log_signatures``: error-line patterns (issue 20). A failed start (``failed_starts[]`` of a
+- ``log_signatures``: error-line patterns. A failed start (``failed_starts[]`` of a
   report) whose error lines match one fires the rule as "server down", whatever its condition
   says (:meth:`KnowledgeBase.match_log`). Checked at load: a list of at most
   :data:`MAX_SIGNATURES` strings of at most :data:`MAX_SIGNATURE_CHARS` characters that compile
@@ -65,10 +65,11 @@ KINDS = frozenset({"known_issue", "ceiling", "pitfall", "template", "metric", "m
 CADENCES = frozenset({"config", "metrics"})
 TOP_LEVEL = frozenset(
     {"vllm", "flags", "flags_meta", "model", "gpu", "template", "metrics", "geometry", "host",
-     "memory", "server", "probes", "support", "fixes"}
+     "memory", "server", "probes", "support", "fixes", "perf"}
     # memory: per-GPU budget (audit/kb/memory.py); probes: live-probe results
     # (audit/kb/probes.py); support: what the release can serve (audit/kb/support.py);
-    # fixes: shipped fixes it lacks (audit/kb/fixes.py)
+    # fixes: shipped fixes it lacks (audit/kb/fixes.py); perf: the running command against
+    # its predicted TPOT/TTFT (audit/kb/perf)
 )
 REQUIRED_FIELDS = frozenset(
     {"id", "title", "kind", "severity", "cadence", "condition", "message", "remediation",
@@ -78,7 +79,7 @@ OPTIONAL_FIELDS = frozenset(
     {"escalate", "evidence", "fixed_in", "confirmed_upstream", "checklist", "applies",
      "needs", "log_signatures", "families", "supersedes"}
 )
-#: Bounds of ``log_signatures`` (issue 20): patterns per rule and characters per pattern.
+#: Bounds of ``log_signatures``: patterns per rule and characters per pattern.
 MAX_SIGNATURES = 10
 MAX_SIGNATURE_CHARS = 200
 #: A group that is quantified and contains a quantifier: ``(a+)+``, ``(.*){2,}``.
@@ -176,7 +177,7 @@ class Rule:
     #: The condition and ``applies`` source text (coverage reads version literals from it).
     condition_text: str = ""
     #: Rule ids this rule replaces when both fire on one server (``supersedes: [id]``): one
-    #: cause, one finding (issue 13.7). Checked at load: every id exists, none is its own.
+    #: cause, one finding. Checked at load: every id exists, none is its own.
     supersedes: list[str] = field(default_factory=list)
 
 
@@ -190,7 +191,7 @@ class _Named(NamedTuple):
 class _Formatter(string.Formatter):
     """Renders evidence into messages: null shows as "n/a", booleans as yes/no, fractions
     such as KV cache usage as percentages and floats without exponent notation (audit/kb/
-    labels.py, issue 13), lists and dicts as JSON, a bad format spec falls back to str()."""
+    labels.py), lists and dicts as JSON, a bad format spec falls back to str()."""
 
     def get_field(self, field_name: str, args: Sequence[Any], kwargs: Any) -> Any:
         obj, used = super().get_field(field_name, args, kwargs)

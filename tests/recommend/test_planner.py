@@ -110,9 +110,9 @@ def test_recommend_cli_prints_exactly_the_issue_json_shape(tmp_path: Path) -> No
     code = cli.run_recommend(_write(tmp_path, seed_report("PUSH")), "chat", "json", out, err)
     assert code == 0, err.getvalue()
     data = json.loads(out.getvalue())
-    assert set(data) == {"servers"}
+    assert set(data) == {"servers", "calibration"}
     server = data["servers"][0]
-    assert set(server) == {"pid", "layout", "replicas", "diff", "notes"}
+    assert set(server) == {"pid", "layout", "replicas", "diff", "notes", "prediction"}
     assert server["layout"] == "2 x TP=1"
     assert all(set(r) == {"argv", "gpus"} for r in server["replicas"])
     assert all(set(d) == {"flag", "current", "recommended", "reason", "references"}
