@@ -152,7 +152,7 @@ def _results(kb: Any, server: Server, state: dict[str, Any],
                         base["installed_vllm_version"] or server.vllm_version or None)
     base["explanation"] = explained.as_dict()
     matched = kb.match_log(lines)
-    out = [_signature_result(rule, line, base, looping) for rule, line in matched]
+    out = [_signature_result(rule, line, base, looping, explained) for rule, line in matched]
     if not matched:
         out.append(_explained_result(explained, base, looping))
     if looping:
@@ -203,8 +203,8 @@ def _evidence(server: Server, state: dict[str, Any], restarts: int,
             "last_running_vllm_version": server.vllm_version or None}
 
 
-def _signature_result(rule: Rule, line: str, base: dict[str, Any],
-                      looping: bool) -> FindingResult:
+def _signature_result(rule: Rule, line: str, base: dict[str, Any], looping: bool,
+                      explained: Explanation) -> FindingResult:
     severity = "critical" if looping or rule.severity == "critical" else "high"
     if SEVERITY_RANK[severity] > SEVERITY_RANK[rule.severity]:
         severity = rule.severity  # never below the rule's own severity
@@ -214,9 +214,18 @@ def _signature_result(rule: Rule, line: str, base: dict[str, Any],
         message=(f"{base['unit_or_container']} ({base['source']}) exits during start-up with "
                  f"\"{line[:300]}\", the error this rule explains. The server does not come "
                  "back until the cause is fixed."),
-        remediation=" ".join(rule.remediation.split()), references=list(rule.references),
+        remediation=_with_explanation(rule, explained), references=list(rule.references),
         evidence={**base, "matched_line": line, "signature_rule": rule.id},
         checklist=list(rule.checklist))
+
+
+def _with_explanation(rule: Rule, explained: Explanation) -> str:
+    """The rule's remediation, then this start's own change and fixed command when the
+    explanation names a setting (the rule says why; the explanation says what to type)."""
+    text = " ".join(rule.remediation.split())
+    if explained.names_setting_and_change:
+        text += " For this start: " + remedy_text(explained)
+    return text
 
 
 def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, window_s: int,
@@ -229,7 +238,7 @@ def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, wind
              if upgraded else f"Crash loop: {base['unit_or_container']} keeps failing to start")
     last = base["last_error_line"] or "no error line was captured"
     causes = ", ".join(rule.id for rule, _ in matched) or explained.summary
-    fix = matched[0][0].remediation if matched else remedy_text(explained)
+    fix = _with_explanation(matched[0][0], explained) if matched else remedy_text(explained)
     if upgraded and not matched and explained.change is None:
         fix = f"Roll back to vLLM {server.vllm_version} (the release that ran), then {fix}"
     return FindingResult(

@@ -219,23 +219,24 @@ def _unknown_flag(line: str, spelling: str, argv: list[str], release: str) -> Ex
     near = difflib.get_close_matches(name, spellings, n=1, cutoff=0.6)
     base = dict(error_line=line, setting=name, value=None, release=release,
                 checked=f"vLLM {release}'s argument parser: the option is not in its table")
+    advice = {"--" + k.replace("_", "-"): (removed, r) for k, removed, r, _ in REMOVED_FLAGS}
+    if name in advice or why["reason"] == "removed":
+        removed_in, replacement = advice.get(name, (why.get("removed_in"), None))
+        last = f" (last accepted by {why['last_accepted']})" if why.get("last_accepted") else ""
+        change = (f"{name} was removed in vLLM {removed_in}{last}: " +
+                  (f"use {replacement}" if replacement else "drop it" +
+                   (f" (nearest option now: {near[0]})" if near else "")))
+        return Explanation(kind="removed_flag", summary=f"vLLM {release} no longer accepts "
+                           f"{name}", change=change, changed_in=removed_in,
+                           fix_argv=edit_argv(argv, release, name, drop=True), **base)
     if why["reason"] == "never" and name in spelling_index(release):
         first = accepting_releases(name)[0]
-        return Explanation(kind="unknown_flag", summary=f"the running vLLM predates {name} "
-                           f"(accepted from vLLM {first})", changed_in=first,
-                           change=f"upgrade to vLLM {first} or newer, or drop {name}",
+        return Explanation(kind="unknown_flag", summary=f"the vLLM that ran refuses {name}, "
+                           f"which vLLM {release} (judged here) accepts: the installed build "
+                           f"is not {release}", changed_in=first,
+                           change=f"drop {name}, or install a vLLM that accepts it (from "
+                                  f"{first})",
                            fix_argv=edit_argv(argv, release, name, drop=True), **base)
-    if why["reason"] == "removed":
-        advice = {"--" + k.replace("_", "-"): r for k, _, r, _ in REMOVED_FLAGS}
-        replacement = advice.get(name)
-        fix = edit_argv(argv, release, name, drop=True)
-        change = (f"{name} was removed in vLLM {why['removed_in']} (last accepted by "
-                  f"{why['last_accepted']}): use {replacement}" if replacement else
-                  f"{name} was removed in vLLM {why['removed_in']} (last accepted by "
-                  f"{why['last_accepted']}): drop it" + (f" (nearest option now: {near[0]})"
-                                                         if near else ""))
-        return Explanation(kind="removed_flag", summary=f"vLLM {release} no longer accepts "
-                           f"{name}", change=change, fix_argv=fix, **base)
     if why["reason"] == "added_later":
         return Explanation(kind="unknown_flag", summary=f"{name} needs vLLM "
                            f"{why['added_in']} or newer; {release} is installed",
@@ -364,13 +365,16 @@ def _from_site(hit: rs.LineMatch, argv: list[str], release: str,
     valid = _listed_values(hit) or _choices(release, flag)
     valid = [v for v in valid if v != str(value)]
     spelling = settings[flag][0]
-    if FORCING.search(flag):
+    near = difflib.get_close_matches(str(value), valid, n=1, cutoff=0.5)
+    if valid and (near or not FORCING.search(flag) or "parser" in flag):
+        # a parser is needed by the options around it: pick a valid one, never drop it
+        change = f"set {flag} to one of: {', '.join(valid[:30])}" + (
+            f" (nearest: {near[0]})" if near else "")
+        fix = edit_argv(argv, release, spelling, new_value=near[0]) if near else None
+    elif FORCING.search(flag):
         change = f"drop {flag} {value} and let vLLM choose" + (
             f", or set one of: {', '.join(valid[:30])}" if valid else "")
         fix = edit_argv(argv, release, spelling, drop=True)
-    elif valid:
-        change = f"set {flag} to one of: {', '.join(valid[:30])}"
-        fix = None
     else:
         change = f"change {flag} (now {value}): vLLM checks `{site.guard or site.at}`"
         fix = None
@@ -385,7 +389,9 @@ def _listed_values(hit: rs.LineMatch) -> list[str]:
     """The valid values a message lists itself (``(chose from { a,b })``, ``one of [a, b]``)."""
     for expr, value in zip(hit.site.holes, hit.values, strict=False):
         if value and re.search(r"join|valid|choices|supported|keys\(\)|list_registered", expr):
-            return [v.strip(" '\"[]{}") for v in re.split(r"[,|]", value) if v.strip(" '\"[]{}")]
+            found = [v.strip(" '\"[]{}") for v in re.split(r"[,|]", value)
+                     if v.strip(" '\"[]{}")]
+            return found[:-1] if hit.truncated else found  # the last one may be cut
     return []
 
 

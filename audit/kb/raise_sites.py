@@ -41,6 +41,9 @@ _PREFIX = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[rank\d+\]:?\s*)?(?:(?:DEBUG|INFO|W
                      r"CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+(?:\[?[\w.]+:\d+\]?)?\s*)?")
 #: Literal characters a site needs to be matched inside a line that names no exception.
 _BARE_LITERAL = 20
+#: A line this long may have been cut by the agent (fleet_agent.failed_starts keeps 500
+#: characters): its message is also matched against the pattern's beginning.
+_CUT_AT = 400
 #: Classes that stand for one another in a log: pydantic turns a ValueError/AssertionError
 #: raised in ``__post_init__`` into a ValidationError line followed by the inner message.
 _SAME = {"ValidationError": {"ValueError", "AssertionError", "TypeError"}}
@@ -61,6 +64,7 @@ class Site:
     reads: list[str]
     _compiled: re.Pattern | None = field(default=None, repr=False)
     _anchor: str = field(default="", repr=False)
+    _cut: list[re.Pattern] | None = field(default=None, repr=False)
 
     def regex(self) -> re.Pattern:
         if self._compiled is None:
@@ -73,6 +77,20 @@ class Site:
             runs = re.split(r"\(\?P<h\d+>\.\+\?\)", self.pattern)
             self._anchor = max((re.sub(r"\\(.)", r"\1", r) for r in runs), key=len)
         return self._anchor
+
+    def truncated(self) -> list[re.Pattern]:
+        """Patterns for a message cut short (the agent keeps 500 characters of a line): the
+        pattern up to each hole, last first, that hole taking the rest of the line; only
+        where at least :data:`_BARE_LITERAL` literal characters come before it."""
+        if self._cut is None:
+            pieces = re.split(r"(\(\?P<h\d+>\.\+\?\))", self.pattern)
+            self._cut = []
+            for index in range(len(pieces) - 2, 0, -2):
+                head = "".join(pieces[:index])
+                if len(re.sub(r"\(\?P<h\d+>\.\+\?\)|\\", "", head)) >= _BARE_LITERAL:
+                    self._cut.append(re.compile(head + pieces[index].replace(".+?", ".*")
+                                                + "$", re.DOTALL))
+        return self._cut
 
     def key(self) -> tuple[str, str]:
         return self.exc, self.pattern
@@ -87,6 +105,7 @@ class LineMatch:
     line: str
     exc: str
     message: str
+    truncated: bool = False  #: matched on its beginning only (the line was cut)
 
 
 def exception_of(line: str) -> tuple[str, str] | None:
@@ -99,8 +118,10 @@ def exception_of(line: str) -> tuple[str, str] | None:
     found = _EXCEPTION.search(text)
     if found:
         message = (found[2] or "").strip()
-        if len(message) > 1 and message[0] == message[-1] and message[0] in "'\"":
-            message = message[1:-1]  # KeyError shows its message as a repr
+        if len(message) > 1 and message[0] in "'\"" and (
+                message[0] == message[-1] or len(text) >= _CUT_AT):
+            # KeyError shows its message as a repr (the closing quote may be cut off)
+            message = message[1:-1] if message[0] == message[-1] else message[1:]
         return found[1].split(".")[-1], message
     parsed = _ARGPARSE.search(text)
     if parsed:
@@ -190,13 +211,17 @@ def match_line(line: str, release: str) -> LineMatch | None:
         if not (bare or _compatible(exc, site.exc)) or site.anchor() not in message:
             continue
         hit = (site.regex().search if bare else site.regex().match)(message)
+        cut = False
+        if hit is None and len(line) >= _CUT_AT:
+            hit = next((m for m in (p.match(message) for p in site.truncated()) if m), None)
+            cut = True
         if hit is None:
             continue
         score = site.literal
         if best is None or score > best[0]:
             values = [hit.group(f"h{i}") if f"h{i}" in hit.groupdict() else None
                       for i in range(len(site.holes))]
-            best = (score, LineMatch(site, values, line, exc or site.exc, message))
+            best = (score, LineMatch(site, values, line, exc or site.exc, message, cut))
     return best[1] if best else None
 
 
