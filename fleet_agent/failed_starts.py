@@ -128,6 +128,7 @@ class ProcessMemory:
 
     servers: dict[int, process_logs.Tracked] = field(default_factory=dict)
     known: set[int] = field(default_factory=set)
+    recheck: dict[int, int] = field(default_factory=dict)
 
     def _open_logs(self) -> int:
         return sum(len(t.handles) for t in self.servers.values())
@@ -156,10 +157,18 @@ class ProcessMemory:
             return 0
         exited = 0
         for pid, item in self.servers.items():
-            if pid not in pids and item.exited_at is None:
+            if item.exited_at is None and (pid not in pids or _zombie(proc / str(pid))):
                 process_logs.read_back(item, journalctl)
                 exited += 1
-        for pid in sorted(pids - self.known):
+        # a pid is read again at the next two looks: one caught between fork and exec
+        # shows its parent's cmdline first
+        fresh = (pids - self.known) | {p for p in self.recheck if p in pids}
+        self.recheck = {p: n - 1 for p, n in self.recheck.items() if n > 1 and p in pids}
+        for pid in sorted(fresh):
+            if pid not in self.known:
+                self.recheck[pid] = 2
+            if pid in self.servers:
+                continue
             argv = _cmdline(proc / str(pid))
             if argv and discovery.server_args_start(argv) is not None \
                     and _parent(proc / str(pid)) not in self.servers:
@@ -168,7 +177,8 @@ class ProcessMemory:
                     root, discovery.ServerProcess(
                         pid=pid, argv=argv, serve_index=discovery.server_args_start(argv) or 0,
                         exe=procfs.read_link(proc / str(pid) / "exe"),
-                        env=procfs.read_environ(proc / str(pid))))
+                        env=procfs.read_environ(proc / str(pid)),
+                        creds=procfs.read_creds(proc / str(pid))))
         self.known = pids
         return exited
 
@@ -196,6 +206,13 @@ class ProcessMemory:
 def _cmdline(pdir: Path) -> list[str]:
     data = procfs.read_bytes(pdir / "cmdline", limit=1 << 20)
     return [a.decode("utf-8", "replace") for a in (data or b"").split(b"\0") if a]
+
+
+def _zombie(pdir: Path) -> bool:
+    """True when the process has exited and waits for its parent to reap it (state Z)."""
+    data = procfs.read_bytes(pdir / "stat", limit=4096) or b""
+    fields = data.rsplit(b")", 1)[-1].split()
+    return bool(fields) and fields[0] in (b"Z", b"X")
 
 
 def _parent(pdir: Path) -> int | None:
