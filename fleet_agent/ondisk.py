@@ -18,8 +18,8 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from fleet_agent import procfs
 from fleet_agent.discovery import (

@@ -19,6 +19,7 @@ it back. Never raises on an unreadable ``/proc`` entry (the server may be gone a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -57,10 +58,8 @@ class Tracked:
 
     def close(self) -> None:
         for handle in self.handles:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(handle)
-            except OSError:
-                pass
         self.handles = []
 
 

@@ -35,8 +35,8 @@ from audit.kb import raise_sites as rs
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
 from audit.kb.vllm_tables import (
-    accepting_releases,
     acceptance,
+    accepting_releases,
     dest_index,
     spelling_index,
     table,
@@ -63,12 +63,14 @@ _TOKEN = re.compile(r"[A-Za-z0-9_][\w.+/-]*[\w+]")
 
 @dataclass
 class Explanation:
-    """One failed start, explained. ``kind``: unknown_flag | removed_flag | invalid_choice |
-    bad_argument | raise_site | correlated | named_in_message | exception | unrecognised. ``setting``: the flag
+    """One failed start, explained.
+
+    ``kind``: unknown_flag | removed_flag | invalid_choice | bad_argument | raise_site |
+    correlated | named_in_message | exception | unrecognised. ``setting``: the flag
     (``--kv-cache-dtype``), ``env:VLLM_X`` or ``hf:key`` that fed the check (None when none
-    is known); ``value``: what the operator set; ``change``: one sentence; ``valid_values``:
-    what the release accepts there; ``fix_argv``: the failing argv with the change applied
-    (None when the change is not one argv edit)."""
+    is known); ``value``: what the operator set; ``change``: one sentence;
+    ``valid_values``: what the release accepts there; ``fix_argv``: the failing argv with
+    the change applied (None when the change is not one argv edit)."""
 
     kind: str
     error_line: str | None

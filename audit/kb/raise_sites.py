@@ -25,7 +25,7 @@ from typing import Any
 from packaging.version import Version
 
 from audit.kb.paths import load_data, per_kb
-from audit.kb.vllm_tables import releases, table_dir
+from audit.kb.vllm_tables import table_dir
 
 #: ``SomeError: message`` anywhere in a line (the first one: log prefixes come before it).
 _EXCEPTION = re.compile(

@@ -132,3 +132,17 @@ def test_the_agent_loop_sees_a_start_that_dies_between_cycles(tmp_path: Path) ->
                                                   ("/dev/pts/3", False)])
 def test_only_files_are_held_open(target: str, readable: bool) -> None:
     assert process_logs._is_file_target(target) is readable
+
+
+@pytest.mark.parametrize(("image", "labels", "version"), [
+    ("vllm/vllm-openai:v0.11.0", {}, "0.11.0"),
+    ("registry.local/vllm-openai:0.30.0-cu128", None, "0.30.0"),
+    ("vllm/vllm-openai:nightly-0f3e2b", {"org.opencontainers.image.version": "0.33.0"},
+     "0.33.0"),
+    ("vllm/vllm-openai:latest", {}, None),
+])
+def test_a_container_version_comes_from_its_label_or_tag(image: str, labels: dict | None,
+                                                         version: str | None) -> None:
+    from fleet_agent.ondisk import image_vllm_version
+
+    assert image_vllm_version(image, labels) == version
