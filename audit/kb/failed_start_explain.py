@@ -54,6 +54,9 @@ FORCING = re.compile(r"backend|dtype|parser|quantization|^--device$|^--load-form
                      r"^--tokenizer-mode$|impl$|^--compilation-config$|^--cpu-offload")
 #: Values too common to name a setting by coincidence (correlation only).
 _TRIVIAL = {"auto", "true", "false", "none", "0", "1", "", "-1", "vllm", "serve", "cuda"}
+#: How alike a typo and a real option must be (difflib's ratio): ``--max-num-seqz`` /
+#: ``--max-num-seqs`` is 0.92, ``--lora-path`` / ``--root-path`` 0.73 (not a typo).
+_NEAR = 0.8
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.+)$")
 _INVALID_CHOICE = re.compile(r"argument ([-\w/]+)(?:/[-\w]+)*: invalid choice: '([^']*)'"
                              r"(?: \(choose from (.*)\))?")
@@ -163,18 +166,20 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None) -> Ex
     return out
 
 
-_WRAPPED = re.compile(r"failed with error '(.+)'\s*$")
+_WRAPPED = re.compile(r"failed with error '(.+?)'(?:,|\s*$)|"
+                      r"Exception in worker \S+ while processing method \w+: (.+)$")
 
 
 def unwrap(lines: list[str]) -> list[str]:
-    """Lines with the error a wrapper quotes (``Worker failed with error '<inner>'``) added
-    after the wrapper, so the inner error is judged as vLLM's own line."""
+    """Lines with the error a wrapper quotes (``Worker failed with error '<inner>'``, V0's
+    ``Exception in worker … while processing method m: <inner>``) added after the wrapper,
+    so the inner error is judged as vLLM's own line."""
     out: list[str] = []
     for line in lines:
         out.append(line)
         inner = _WRAPPED.search(line)
         if inner:
-            out.append(inner[1])
+            out.append(inner[1] or inner[2])
     return out
 
 
@@ -218,7 +223,7 @@ def _unknown_flag(line: str, spelling: str, argv: list[str], release: str) -> Ex
     name = spelling.split("=", 1)[0]
     why = acceptance(name, release) or {"reason": "never"}
     spellings = [s for s in spelling_index(release) if s.startswith("--")]
-    near = difflib.get_close_matches(name, spellings, n=1, cutoff=0.6)
+    near = difflib.get_close_matches(name, spellings, n=1, cutoff=_NEAR)
     base = dict(error_line=line, setting=name, value=None, release=release,
                 checked=f"vLLM {release}'s argument parser: the option is not in its table")
     advice = {"--" + k.replace("_", "-"): (removed, r) for k, removed, r, _ in REMOVED_FLAGS}
@@ -297,8 +302,10 @@ def _invalid_choice(line: str, flag: str, value: str, listed: str | None, argv: 
 
 
 def _candidates(lines: list[str]) -> list[tuple[int, str]]:
-    """Exception lines, innermost (last) first, wrappers after the rest."""
-    found = [(i, line) for i, line in enumerate(lines) if rs.exception_of(line)]
+    """Exception lines, innermost (last) first, wrappers after the rest; every line when
+    none names an exception (a report that quotes only vLLM's message)."""
+    found = [(i, line) for i, line in enumerate(lines) if rs.exception_of(line)] or \
+        list(enumerate(lines))
     found.reverse()
     return [c for c in found if not WRAPPER.search(c[1])] + \
         [c for c in found if WRAPPER.search(c[1])]
@@ -310,18 +317,23 @@ def _sites(lines: list[str], argv: list[str], version: str | None) -> Explanatio
     order = rs.nearest(version)
     best: tuple[tuple, rs.LineMatch, str] | None = None
     for rank, (_index, line) in enumerate(_candidates(lines)):
-        for distance, release in enumerate(order[:5]):
+        for distance, release in enumerate(order if version is None else order[:5]):
             hit = rs.match_line(line, release)
             if hit is None:
                 continue
             settings = _settings(argv, release)
             named = _named(hit, settings)
-            score = (named is not None, -distance, -rank, hit.site.literal)
+            # a wrapper ("Worker failed with error …") never beats the error it wraps; a much
+            # longer match (16+ characters more of vLLM's text) beats a nearer release
+            wrapper = bool(WRAPPER.search(line))
+            score = (not wrapper, named is not None and not wrapper, hit.site.literal // 16,
+                     -distance, -rank, hit.site.literal)
             if best is None or score > best[0]:
                 best = (score, hit, release)
-            break
-    if best is None:
-        return None
+            if version is not None:
+                break
+    if best is None or not best[0][0]:
+        return None  # a wrapper alone says nothing of the cause: the later steps judge it
     _score, hit, release = best
     return _from_site(hit, argv, release, order[0])
 
@@ -360,7 +372,8 @@ def _from_site(hit: rs.LineMatch, argv: list[str], release: str,
         reads = [r for r in site.reads if r.startswith("--")]
         other = [r for r in site.reads if not r.startswith("--")]
         setting = (reads or other or [None])[0]
-        change = _unset_change(setting, reads, other, changed, release, bool(argv))
+        change = _unset_change(setting, reads, other, changed, release, bool(argv),
+                               site.guard)
         return Explanation(summary=f"vLLM {site.release} stopped the start: {message}",
                            setting=setting, change=change, **base)
     flag, value = named
@@ -398,20 +411,22 @@ def _listed_values(hit: rs.LineMatch) -> list[str]:
 
 
 def _unset_change(setting: str | None, flags: list[str], other: list[str],
-                  changed: str | None, release: str, known_argv: bool) -> str | None:
-    if changed:
-        return f"run vLLM {changed} or newer, where this check changed"
+                  changed: str | None, release: str, known_argv: bool,
+                  guard: str | None) -> str | None:
+    later = f"; vLLM {changed} no longer has this check" if changed else ""
     if setting is None:
-        return None
+        return f"run vLLM {changed} or newer, where this check is gone" if changed else None
+    check = f" (vLLM checks `{guard}`)" if guard else ""
     if flags and not known_argv:
-        return f"change {' or '.join(flags[:3])} so that the check passes"
+        return f"change {' or '.join(flags[:3])} so that the check passes{check}{later}"
     if flags:
         return (f"set {' or '.join(flags[:3])} explicitly (you left "
-                f"{'them' if len(flags) > 1 else 'it'} at vLLM {release}'s default)")
+                f"{'them' if len(flags) > 1 else 'it'} at vLLM {release}'s default)"
+                f"{check}{later}")
     if setting.startswith("env:"):
-        return f"change or unset the environment variable {setting[4:]}"
-    return (f"the model's config key {setting[3:]} fails this check: serve a checkpoint "
-            "whose config passes it, or override the key (--hf-overrides)")
+        return f"change or unset the environment variable {setting[4:]}{check}{later}"
+    return (f"the model's config key {setting[3:]} fails this check{check}: serve a "
+            f"checkpoint whose config passes it, or override the key (--hf-overrides){later}")
 
 
 def _correlate(lines: list[str], argv: list[str], release: str) -> Explanation | None:
@@ -502,7 +517,8 @@ def _mentioned(lines: list[str], argv: list[str], release: str) -> Explanation |
                      and str(c).lower() in tokens and c != option["default"]]
             if named and FORCING.search(flag):
                 value = settings.get(flag, (None, named[0]))[1]
-                others = [str(c) for c in option["choices"] if str(c) not in named]
+                others = [str(c) for c in option["choices"] if str(c) not in named
+                          and (flag in settings or c != option["default"])]
                 return Explanation(
                     kind="named_in_message", error_line=line, setting=flag, value=value,
                     valid_values=others, checked=f"vLLM's message names {named[0]}, a value "

@@ -30,6 +30,9 @@ from audit.kb.vllm_tables import table_dir
 #: ``SomeError: message`` anywhere in a line (the first one: log prefixes come before it).
 _EXCEPTION = re.compile(
     r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$")
+#: An exception shown as its repr: ``ValueError("type fp8e4nv not supported …")``.
+_CALLED = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))"
+                     r"\((['\"])(.*?)\2?\)?$")
 #: pydantic's rendering of an error raised inside a config class's validator
 #: (``Value error, <msg> [type=value_error, input_value=…]``).
 _PYDANTIC = re.compile(r"\b(Value error|Assertion failed), (.*?)(?: \[type=\w+.*)?$")
@@ -78,6 +81,10 @@ class Site:
             self._anchor = max((re.sub(r"\\(.)", r"\1", r) for r in runs), key=len)
         return self._anchor
 
+    def head(self) -> str:
+        """The literal text before the first hole (unescaped)."""
+        return re.sub(r"\\(.)", r"\1", re.split(r"\(\?P<h\d+>", self.pattern, maxsplit=1)[0])
+
     def truncated(self) -> list[re.Pattern]:
         """Patterns for a message cut short (the agent keeps 500 characters of a line): the
         pattern up to each hole, last first, that hole taking the rest of the line; only
@@ -115,6 +122,9 @@ def exception_of(line: str) -> tuple[str, str] | None:
     if pydantic:
         kind = "ValueError" if pydantic[1] == "Value error" else "AssertionError"
         return kind, pydantic[2]
+    called = _CALLED.search(text)
+    if called:
+        return called[1].split(".")[-1], called[3]
     found = _EXCEPTION.search(text)
     if found:
         message = (found[2] or "").strip()
@@ -208,10 +218,15 @@ def match_line(line: str, release: str) -> LineMatch | None:
     for site in sites(release):
         if bare and site.literal < _BARE_LITERAL:
             continue
-        if not (bare or _compatible(exc, site.exc)) or site.anchor() not in message:
+        prefix = bare and len(message) >= _BARE_LITERAL and \
+            site.head().lower().startswith(message.rstrip(" .").lower())
+        if not (bare or _compatible(exc, site.exc)) or (site.anchor() not in message
+                                                         and not prefix):
             continue
         hit = (site.regex().search if bare else site.regex().match)(message)
         cut = False
+        if hit is None and prefix:
+            hit = re.match("", "")  # the line quotes the message's beginning only
         if hit is None and len(line) >= _CUT_AT:
             hit = next((m for m in (p.match(message) for p in site.truncated()) if m), None)
             cut = True
@@ -226,11 +241,16 @@ def match_line(line: str, release: str) -> LineMatch | None:
 
 
 def changed_in(site: Site) -> str | None:
-    """The first known release after ``site.release`` that no longer has this check (same
-    exception and message), or None when every newer release still has it."""
+    """The first known release after ``site.release`` that no longer has this check, or
+    None when every newer release still has it. A check reworded (same exception, and the
+    same condition or the same first 24 characters of message) is still there."""
     later = [r for r in site_releases() if Version(r) > Version(site.release)]
+    head = site.head()[:24]
     for release in later:
-        if site.key() not in patterns(release):
+        if site.key() in patterns(release):
+            continue
+        if not any(s.exc == site.exc and ((site.guard and s.guard == site.guard)
+                                          or s.head()[:24] == head) for s in sites(release)):
             return release
     return None
 

@@ -2,8 +2,8 @@
 
 A *raise site* is one place where vLLM stops a start with an exception: ``raise X(msg)``,
 ``assert cond, msg`` and ``parser.error(msg)`` in the code a ``vllm serve`` runs before it
-serves (argument parsing, config validation, model/weights loading, platform / attention /
-MoE / quantization backend and kernel selection, engine and worker start; :data:`SCOPE`).
+serves (argument parsing, config validation, model/weights and LoRA loading, platform / attention
+/ MoE / quantization backend and kernel selection, engine and worker start; :data:`SCOPE`).
 Sites whose message is no template (``raise ValueError(msg_from_elsewhere)``, a bare
 ``assert x``) or has under 8 literal characters are left out: no log line can be matched
 to them. Each site is written as::
@@ -60,7 +60,7 @@ SCOPE = (
     "vllm/v1/core/kv_cache_utils.py", "vllm/executor/", "vllm/worker/", "vllm/distributed/",
     "vllm/transformers_utils/", "vllm/tool_parsers/", "vllm/reasoning/",
     "vllm/compilation/", "vllm/_custom_ops.py", "vllm/tokenizers/", "vllm/v1/spec_decode/",
-    "vllm/parser/",
+    "vllm/parser/", "vllm/lora/",
 )
 _OUT_OF_SCOPE = ("/serving_", "vllm/distributed/kv_transfer/", "vllm/distributed/ec_transfer/",
                  "vllm/distributed/weight_transfer/", "vllm/entrypoints/pooling/",
