@@ -221,6 +221,8 @@ def _argparse(lines: list[str], argv: list[str], release: str) -> Explanation | 
 
 def _unknown_flag(line: str, spelling: str, argv: list[str], release: str) -> Explanation:
     name = spelling.split("=", 1)[0]
+    if not name.startswith("-"):
+        return _positional(line, name, argv, release)
     why = acceptance(name, release) or {"reason": "never"}
     spellings = [s for s in spelling_index(release) if s.startswith("--")]
     near = difflib.get_close_matches(name, spellings, n=1, cutoff=_NEAR)
@@ -260,6 +262,23 @@ def _unknown_flag(line: str, spelling: str, argv: list[str], release: str) -> Ex
                        fix_argv=_rename(argv, name, None), **base)
 
 
+def _positional(line: str, word: str, argv: list[str], release: str) -> Explanation:
+    """A word the launcher did not take: the API server module (and images whose entrypoint
+    runs it) takes no ``serve`` and no positional model; ``--model`` names the model."""
+    fix = None
+    if word in argv:
+        out = [t for t in argv if t != "serve"]
+        index = out.index(word)
+        fix = out[:index] + ["--model", word] + out[index + 1:]
+    return Explanation(
+        kind="unknown_flag", error_line=line, setting="--model", value=word, release=release,
+        checked=f"vLLM {release}'s argument parser: the launcher takes no positional words",
+        summary=f"the launcher refused {word!r}: it is not `vllm serve`, which takes the "
+                "model as a positional word",
+        change=f"pass the model as --model {word} (and no `serve`), or start `vllm serve`",
+        fix_argv=fix)
+
+
 def _rename(argv: list[str], name: str, new: str | None) -> list[str] | None:
     """An unknown option renamed (its value kept) or dropped with the value after it."""
     out = list(argv)
@@ -281,8 +300,10 @@ def _choices(release: str, flag: str) -> list[str]:
     entry = spelling_index(release).get(flag)
     if entry is None:
         return []
-    return [str(c) for c in table(release)["options"][entry.flag].get("choices") or []
-            if c not in (None, "None") and not str(c).startswith("<expr")]
+    choices = table(release)["options"][entry.flag].get("choices")
+    if not isinstance(choices, list):  # "<expr: …>": computed at run time (a registry)
+        return []
+    return [str(c) for c in choices if c not in (None, "None") and not str(c).startswith("<expr")]
 
 
 def _invalid_choice(line: str, flag: str, value: str, listed: str | None, argv: list[str],
