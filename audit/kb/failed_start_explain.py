@@ -156,9 +156,16 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None) -> Ex
     argv = [str(t) for t in argv or []]
     lines = unwrap(lines)
     release, note = table_release(version)
-    out = (_argparse(lines, argv, release) or _architecture(lines, argv, release)
-           or _sites(lines, argv, version) or _correlate(lines, argv, release)
-           or _mentioned(lines, argv, release) or _bare(lines))
+    out = _argparse(lines, argv, release) or _architecture(lines, argv, release) \
+        or _sites(lines, argv, version)
+    if out is None or out.setting is None:
+        # a check that reads no setting (a GPU capability, a weight shape): the error's own
+        # words may still name one; the check found stays what vLLM checked
+        named = _correlate(lines, argv, release) or _mentioned(lines, argv, release)
+        if out is not None and named is not None:
+            named.kind, named.checked, named.site = out.kind, out.checked, out.site
+            named.changed_in = named.changed_in or out.changed_in
+        out = named or out or _bare(lines)
     out.release = out.release or release
     out.release_note = out.release_note or note
     out.failing_command = _command(argv)
@@ -359,12 +366,32 @@ def _sites(lines: list[str], argv: list[str], version: str | None) -> Explanatio
     return _from_site(hit, argv, release, order[0])
 
 
+#: Names in a guard that stand for a setting although no config field is read: vLLM
+#: divides weights and heads by the tensor-parallel size (``*_per_partition``,
+#: ``get_tensor_model_parallel_world_size()``) and stages by the pipeline-parallel size.
+_GUARD_SETTINGS = (
+    (re.compile(r"tensor_model_parallel_world_size|\btp_size\b|_per_partition\b|"
+                r"tensor_parallel_size"), "--tensor-parallel-size"),
+    (re.compile(r"pipeline_model_parallel_world_size|\bpp_size\b|pipeline_parallel_size"),
+     "--pipeline-parallel-size"),
+)
+
+
+def reads(site: rs.Site) -> list[str]:
+    """The settings a site reads (extracted) and those its guard implies (above)."""
+    found = list(site.reads)
+    for pattern, flag in _GUARD_SETTINGS:
+        if site.guard and pattern.search(site.guard) and flag not in found:
+            found.append(flag)
+    return found
+
+
 def _named(hit: rs.LineMatch, settings: dict[str, tuple[str, Any]]) -> tuple | None:
     """(flag, value) of the operator that fed the check, best first: a flag the check reads
     whose value is in the message; a flag whose value is in the message; a flag the check
     reads with a non-boolean value; any flag the check reads."""
     values = {str(v).strip("'\"` ").lower() for v in hit.values if v}
-    read = [(f, settings[f][1]) for f in hit.site.reads if f in settings]
+    read = [(f, settings[f][1]) for f in reads(hit.site) if f in settings]
     shown = [(f, v) for f, (_s, v) in settings.items() if v is not None and f != "--model"
              and str(v).lower() not in _TRIVIAL and (str(v).lower() in values or (
                  len(str(v)) > 2 and any(str(v).lower() in x for x in values)))]
@@ -390,10 +417,10 @@ def _from_site(hit: rs.LineMatch, argv: list[str], release: str,
                 release_note=note, site=rs.as_dict(site), changed_in=changed)
     message = f"{hit.exc}: {hit.message}"[:300]
     if named is None:
-        reads = [r for r in site.reads if r.startswith("--")]
-        other = [r for r in site.reads if not r.startswith("--")]
-        setting = (reads or other or [None])[0]
-        change = _unset_change(setting, reads, other, changed, release, bool(argv),
+        flags = [r for r in reads(site) if r.startswith("--")]
+        other = [r for r in reads(site) if not r.startswith("--")]
+        setting = (flags or other or [None])[0]
+        change = _unset_change(setting, flags, other, changed, release, bool(argv),
                                site.guard)
         return Explanation(summary=f"vLLM {site.release} stopped the start: {message}",
                            setting=setting, change=change, **base)

@@ -11,6 +11,8 @@ module loads them (cached per active KB) and answers "which check of vLLM raised
 * :func:`match_line` finds the best site of one release for such a line: same exception
   class (pydantic's wrapping and subclasses aside), the pattern matching the start of the
   whitespace-collapsed message, most literal characters first; the holes come back as values.
+  A message cut short (the agent keeps 500 characters; reports abridge) matches the
+  pattern's beginning up to a hole that takes the rest, at half weight.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ _PREFIX = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[rank\d+\]:?\s*)?(?:(?:DEBUG|INFO|W
 #: Literal characters a site needs to be matched inside a line that names no exception.
 _BARE_LITERAL = 20
 #: A line this long may have been cut by the agent (fleet_agent.failed_starts keeps 500
-#: characters): its message is also matched against the pattern's beginning.
+#: characters): a quote opening its message may have lost its closing one.
 _CUT_AT = 400
 #: Classes that stand for one another in a log: pydantic turns a ValueError/AssertionError
 #: raised in ``__post_init__`` into a ValidationError line followed by the inner message.
@@ -220,19 +222,21 @@ def match_line(line: str, release: str) -> LineMatch | None:
             continue
         prefix = bare and len(message) >= _BARE_LITERAL and \
             site.head().lower().startswith(message.rstrip(" .").lower())
-        if not (bare or _compatible(exc, site.exc)) or (site.anchor() not in message
-                                                         and not prefix):
+        head = site.head()[:_BARE_LITERAL]
+        if not (bare or _compatible(exc, site.exc)) or not (
+                site.anchor() in message or prefix
+                or (len(head) == _BARE_LITERAL and head in message)):
             continue
         hit = (site.regex().search if bare else site.regex().match)(message)
         cut = False
         if hit is None and prefix:
             hit = re.match("", "")  # the line quotes the message's beginning only
-        if hit is None and len(line) >= _CUT_AT:
+        if hit is None and not bare:  # cut by the agent, or abridged by a report
             hit = next((m for m in (p.match(message) for p in site.truncated()) if m), None)
             cut = True
         if hit is None:
             continue
-        score = site.literal
+        score = site.literal // 2 if cut else site.literal
         if best is None or score > best[0]:
             values = [hit.group(f"h{i}") if f"h{i}" in hit.groupdict() else None
                       for i in range(len(site.holes))]

@@ -114,8 +114,8 @@ def test_every_release_has_its_raise_sites() -> None:
             re.compile(site["pattern"])
 
 
-# Messages of vLLM quoted in public reports, each with the releases whose source raises it
-# (the check's wording changed in between; the release before is asserted NOT to match).
+# Messages of vLLM quoted in public reports (each URL): every one is a check of some shipped
+# release; the quantization mismatch is a check of all of them.
 SAMPLES = [
     ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least "
      "8.0. Your Tesla T4 GPU has compute capability 7.5.",
