@@ -25,8 +25,9 @@ from fleet_agent.runner import Agent, wait_and_watch
 
 CAPTURE = json.loads((Path(__file__).parents[1] / "data" / "real_vllm" / "0.32.0"
                       / "failed_starts" / "flag_typo.json").read_text())
-ULIMIT = ("(APIServer pid=7) WARNING 12-01 15:15:18 [system_utils.py:254] Found ulimit of 1024 "
-          "and failed to automatically increase with error current limit exceeds maximum "
+#: The ulimit warning as the real vLLM 0.32.0 of the captures wrote it (same run setup).
+ULIMIT = ("(APIServer pid=27087) WARNING 12-01 15:26:29 [system_utils.py:255] Found ulimit of "
+          "20000 and failed to automatically increase with error current limit exceeds maximum "
           "limit. This can cause fd limit errors like `OSError: [Errno 24] Too many open "
           "files`. Consider increasing with ulimit -n")
 
