@@ -54,6 +54,12 @@ FORCING = re.compile(r"backend|dtype|parser|quantization|^--device$|^--load-form
                      r"^--tokenizer-mode$|impl$|^--compilation-config$|^--cpu-offload")
 #: Values too common to name a setting by coincidence (correlation only).
 _TRIVIAL = {"auto", "true", "false", "none", "0", "1", "", "-1", "vllm", "serve", "cuda"}
+#: Error lines judged against the raise sites (the innermost first): enough for a
+#: traceback's chain, bounded so a long log costs little.
+MAX_CANDIDATES = 8
+#: A log line's prefix (process, level, time, file:line) that differs between repeats.
+_PREFIX = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[rank\d+\]:?\s*)?(?:[A-Z]+\s+\d\d-\d\d\s+[\d:.]+"
+                     r"\s+(?:\[?[\w./]+:\d+\]?)?\s*)?")
 #: How alike a typo and a real option must be (difflib's ratio): ``--max-num-seqz`` /
 #: ``--max-num-seqs`` is 0.92, ``--lora-path`` / ``--root-path`` 0.73 (not a typo).
 _NEAR = 0.8
@@ -335,6 +341,10 @@ def _candidates(lines: list[str]) -> list[tuple[int, str]]:
     found = [(i, line) for i, line in enumerate(lines) if rs.exception_of(line)] or \
         list(enumerate(lines))
     found.reverse()
+    seen: set[str] = set()  # a crash loop's log repeats the same error: judge it once
+    found = [(i, line) for i, line in found
+             if not (_PREFIX.sub("", line) in seen or seen.add(_PREFIX.sub("", line)))]
+    found = found[:MAX_CANDIDATES]
     return [c for c in found if not WRAPPER.search(c[1])] + \
         [c for c in found if WRAPPER.search(c[1])]
 

@@ -70,6 +70,7 @@ class Site:
     _compiled: re.Pattern | None = field(default=None, repr=False)
     _anchor: str = field(default="", repr=False)
     _cut: list[re.Pattern] | None = field(default=None, repr=False)
+    _head: str | None = field(default=None, repr=False)
 
     def regex(self) -> re.Pattern:
         if self._compiled is None:
@@ -85,7 +86,10 @@ class Site:
 
     def head(self) -> str:
         """The literal text before the first hole (unescaped)."""
-        return re.sub(r"\\(.)", r"\1", re.split(r"\(\?P<h\d+>", self.pattern, maxsplit=1)[0])
+        if self._head is None:
+            self._head = re.sub(r"\\(.)", r"\1",
+                                re.split(r"\(\?P<h\d+>", self.pattern, maxsplit=1)[0])
+        return self._head
 
     def truncated(self) -> list[re.Pattern]:
         """Patterns for a message cut short (the agent keeps 500 characters of a line): the
@@ -179,6 +183,15 @@ def first_serving(architecture: str) -> str | None:
 
 
 @per_kb
+def by_exception(release: str) -> dict[str, list[Site]]:
+    """The sites of ``release`` by exception class."""
+    out: dict[str, list[Site]] = {}
+    for site in sites(release):
+        out.setdefault(site.exc, []).append(site)
+    return out
+
+
+@per_kb
 def patterns(release: str) -> frozenset[tuple[str, str]]:
     """(exception, pattern) of every site of ``release``: the checks it has."""
     return frozenset(s.key() for s in sites(release))
@@ -217,7 +230,12 @@ def match_line(line: str, release: str) -> LineMatch | None:
     bare = found is None
     exc, message = found or ("", _PREFIX.sub("", " ".join(line.split())))
     best: tuple[int, LineMatch] | None = None
-    for site in sites(release):
+    index = by_exception(release)
+    pool = sites(release) if bare else [s for kind in (exc, *_SAME.get(exc, ()))
+                                        for s in index.get(kind, ())]
+    pool += [] if bare else [s for kind, group in index.items()
+                             if exc in _SAME.get(kind, ()) for s in group]
+    for site in pool:
         if bare and site.literal < _BARE_LITERAL:
             continue
         prefix = bare and len(message) >= _BARE_LITERAL and \
