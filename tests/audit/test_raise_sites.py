@@ -109,7 +109,7 @@ def test_every_release_has_its_raise_sites() -> None:
         data = json.loads(gzip.decompress((SITES_DIR / f"{release}.json.gz").read_bytes()))
         assert data["release"] == release and data["count"] == len(data["sites"]) > 1000
         assert data["provenance"]["file"].startswith(f"vllm-{release}-")
-        assert len(data["architectures"]) > 150
+        assert len(data["architectures"]) > 100
         for site in data["sites"]:
             re.compile(site["pattern"])
 
