@@ -16,8 +16,11 @@ order of preference:
    a forced backend/dtype/parser flag, or the release where the check changed.
 3. **correlation** (kernel / driver errors raised outside vLLM's Python): any token of an
    error line equal to a value the operator set names that setting; the change drops it.
-4. an exception line no check and no setting explains: said as vLLM's message, no setting.
-5. **no exception line at all**: "cause not recognised", with the last error line.
+4. **named in the message**: a config name (``max_lora_rank``), a specific choice value
+   of a forcing option (``bfloat16``) or a feature word (:data:`FEATURE_WORDS`: out of
+   memory, pipeline parallel, LoRA…) names that option.
+5. an exception line nothing above explains: said as vLLM's message, no setting.
+6. **no exception line at all**: "cause not recognised", with the last error line.
 
 The answer is a structured object (``as_dict``) the finding, the crash-loop alert, the host
 page and the upgrade plan all show: setting, value, change, failing and fix commands.
@@ -167,7 +170,8 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None) -> Ex
     if out is None or out.setting is None:
         # a check that reads no setting (a GPU capability, a weight shape): the error's own
         # words may still name one; the check found stays what vLLM checked
-        named = _correlate(lines, argv, release) or _mentioned(lines, argv, release)
+        named = _correlate(lines, argv, release) or _mentioned(lines, argv, release) \
+            or _feature(lines, argv, release)
         if out is not None and named is not None:
             named.kind, named.checked, named.site = out.kind, out.checked, out.site
             named.changed_in = named.changed_in or out.changed_in
@@ -551,6 +555,46 @@ def _architecture(lines: list[str], argv: list[str], release: str) -> Explanatio
     return None
 
 
+#: Words of an error that name a feature, and the option that turns it on or sizes it
+#: (option names from ``vllm serve --help``); an out-of-memory error at start-up is sized by
+#: the memory vLLM claims (vLLM's docs, "Conserving memory": lower
+#: ``--gpu-memory-utilization``, ``--max-model-len``, ``--max-num-seqs``).
+FEATURE_WORDS = (
+    (re.compile(r"out of memory|OutOfMemory", re.I), "--gpu-memory-utilization"),
+    (re.compile(r"pipeline[ -]parallel", re.I), "--pipeline-parallel-size"),
+    (re.compile(r"tensor[ -]parallel", re.I), "--tensor-parallel-size"),
+    (re.compile(r"speculative decoding|\bspeculat", re.I), "--speculative-config"),
+    (re.compile(r"\bLoRA\b"), "--enable-lora"),
+    (re.compile(r"prefix caching", re.I), "--enable-prefix-caching"),
+    (re.compile(r"chunked prefill", re.I), "--enable-chunked-prefill"),
+    (re.compile(r"BitsAndBytes", re.I), "--quantization"),
+)
+
+
+def _feature(lines: list[str], argv: list[str], release: str) -> Explanation | None:
+    """An error that names a feature (:data:`FEATURE_WORDS`): the option behind it."""
+    settings = _settings(argv, release)
+    flags = set(dest_index(release).values())
+    for _index, line in _candidates(lines):
+        for pattern, flag in FEATURE_WORDS:
+            if not pattern.search(line) or flag not in flags:
+                continue
+            value = settings.get(flag, (None, None))[1]
+            change = (f"change {flag} (now {value})" if value is not None else
+                      f"set {flag} explicitly (you left it at vLLM {release}'s default)"
+                      if argv else f"change {flag}")
+            if flag == "--gpu-memory-utilization":
+                change = ("lower --gpu-memory-utilization" + (f" (now {value})" if value
+                                                               is not None else "")
+                          + ", --max-model-len or --max-num-seqs, or free the GPU of other "
+                          "processes")
+            return Explanation(
+                kind="named_in_message", error_line=line, setting=flag, value=value,
+                change=change, checked=f"the error names a feature of {flag} (no check of "
+                f"vLLM {release} matched)", summary=f"vLLM stopped: {line.strip()[:300]}")
+    return None
+
+
 def _mentioned(lines: list[str], argv: list[str], release: str) -> Explanation | None:
     """An exception line that names a setting by its config name (``max_lora_rank``,
     ``gpu_memory_utilization``): that setting, changed."""
@@ -566,7 +610,8 @@ def _mentioned(lines: list[str], argv: list[str], release: str) -> Explanation |
                 kind="named_in_message", error_line=line, setting=flag, value=value,
                 checked=f"vLLM's message names {word} (no check of vLLM {release} matched)",
                 change=(f"change {flag} (now {value})" if value is not None else
-                        f"set {flag} explicitly (you left it at vLLM {release}'s default)"),
+                        f"set {flag} explicitly (you left it at vLLM {release}'s default)"
+                        if argv else f"change {flag} (vLLM's message names it)"),
                 summary=f"vLLM stopped on {word}: {line.strip()[:300]}")
     for _index, line in _candidates(lines):
         tokens = {t.lower() for t in _TOKEN.findall(line)}
