@@ -1,4 +1,4 @@
-"""Failed starts and crash loops as findings (issue 20).
+"""Failed starts and crash loops as findings.
 
 Runs inside :func:`audit.evaluation.evaluate_report` (same transaction, host locked) for every
 slot whose ``Server.failed_start`` came with the report being evaluated
@@ -8,6 +8,12 @@ slot whose ``Server.failed_start`` came with the report being evaluated
   lines (:meth:`audit.kb.engine.KnowledgeBase.match_log`) fires as "Server down: <rule title>"
   with the matching line as evidence, whatever the rule's condition says, at ``high``
   (``critical`` when the rule is critical or the slot is crash-looping);
+* **explanation** (:mod:`audit.kb.failed_start_explain`): every failed start is explained
+  from vLLM's own checks (the raise sites of the installed release), argv and the error lines:
+  the setting that fed the failing check, its value, the change and the fix command. It rides
+  on every failed-start finding as ``evidence.explanation``; when no rule's signature matches,
+  it is the finding itself (:data:`FAILED_START_RULE_ID`, "Server down: …"). A rule's
+  specific answer wins when it matches; the explanation is the fallback that is always there;
 * **crash loop**: :data:`CRASH_LOOP_RULE_ID` opens when the slot restarted at least
   ``AUDIT_CRASH_LOOP_RESTARTS`` times within ``AUDIT_CRASH_LOOP_WINDOW_S`` seconds, even when no
   rule matched, with the last error line. It stays open (one finding, so one alert) while the
@@ -26,6 +32,7 @@ from typing import Any
 from django.conf import settings
 
 from audit.kb.engine import SEVERITY_RANK, FindingResult, Rule
+from audit.kb.failed_start_explain import Explanation, explain
 from audit.models import Finding
 from audit.outcomes import ServerOutcome, upsert_finding
 from fleet.models import Host, Report, Server
@@ -33,6 +40,8 @@ from fleet_agent import shellwords
 
 #: The built-in finding of a crash-looping slot (not a KB rule: it needs no condition).
 CRASH_LOOP_RULE_ID = "crash-loop"
+#: The built-in finding of a failed start no rule's log signature explains.
+FAILED_START_RULE_ID = "failed-start"
 #: Restarts within the window that make a crash loop (systemd's default StartLimitBurst is 5
 #: per 10 s; an operator notices 3 failed starts in 10 minutes).
 DEFAULT_CRASH_LOOP_RESTARTS = 3
@@ -139,11 +148,42 @@ def _results(kb: Any, server: Server, state: dict[str, Any],
     restarts = restarts_in_window(state, now, window_s)
     looping = restarts >= threshold
     base = _evidence(server, state, restarts, window_s)
+    explained = explain(lines, entry.get("argv") or server.argv or [],
+                        base["installed_vllm_version"] or server.vllm_version or None)
+    base["explanation"] = explained.as_dict()
     matched = kb.match_log(lines)
-    out = [_signature_result(rule, line, base, looping) for rule, line in matched]
+    out = [_signature_result(rule, line, base, looping, explained) for rule, line in matched]
+    if not matched:
+        out.append(_explained_result(explained, base, looping))
     if looping:
-        out.append(_crash_loop_result(server, base, restarts, window_s, matched))
+        out.append(_crash_loop_result(server, base, restarts, window_s, matched, explained))
     return out
+
+
+def remedy_text(explained: Explanation) -> str:
+    """The change of an explanation with its fix command, as one remediation sentence."""
+    if explained.change is None:
+        return ("Read the full log of the unit/container, fix the cause or roll back to the "
+                "last release and flags that ran.")
+    text = explained.change[0].upper() + explained.change[1:] + "."
+    if explained.fix_command:
+        text += f" Fixed command: {explained.fix_command}"
+    return text
+
+
+def _explained_result(explained: Explanation, base: dict[str, Any],
+                      looping: bool) -> FindingResult:
+    setting = (f" Your setting {explained.setting}"
+               + (f" = {explained.value}" if explained.value is not None else "")
+               + " fed that check." if explained.setting else "")
+    return FindingResult(
+        rule_id=FAILED_START_RULE_ID, severity="critical" if looping else "high",
+        kind="known_issue", title=f"Server down: {explained.summary}"[:300],
+        message=(f"{base['unit_or_container']} ({base['source']}) exits during start-up. "
+                 + (f"vLLM checked: {explained.checked}." if explained.checked else "")
+                 + setting)[:2000],
+        remediation=remedy_text(explained), references=[],
+        evidence={**base, "matched_line": explained.error_line}, checklist=[])
 
 
 def _evidence(server: Server, state: dict[str, Any], restarts: int,
@@ -164,8 +204,8 @@ def _evidence(server: Server, state: dict[str, Any], restarts: int,
             "last_running_vllm_version": server.vllm_version or None}
 
 
-def _signature_result(rule: Rule, line: str, base: dict[str, Any],
-                      looping: bool) -> FindingResult:
+def _signature_result(rule: Rule, line: str, base: dict[str, Any], looping: bool,
+                      explained: Explanation) -> FindingResult:
     severity = "critical" if looping or rule.severity == "critical" else "high"
     if SEVERITY_RANK[severity] > SEVERITY_RANK[rule.severity]:
         severity = rule.severity  # never below the rule's own severity
@@ -175,13 +215,22 @@ def _signature_result(rule: Rule, line: str, base: dict[str, Any],
         message=(f"{base['unit_or_container']} ({base['source']}) exits during start-up with "
                  f"\"{line[:300]}\", the error this rule explains. The server does not come "
                  "back until the cause is fixed."),
-        remediation=" ".join(rule.remediation.split()), references=list(rule.references),
+        remediation=_with_explanation(rule, explained), references=list(rule.references),
         evidence={**base, "matched_line": line, "signature_rule": rule.id},
         checklist=list(rule.checklist))
 
 
+def _with_explanation(rule: Rule, explained: Explanation) -> str:
+    """The rule's remediation, then this start's own change and fixed command when the
+    explanation names a setting (the rule says why; the explanation says what to type)."""
+    text = " ".join(rule.remediation.split())
+    if explained.names_setting_and_change:
+        text += " For this start: " + remedy_text(explained)
+    return text
+
+
 def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, window_s: int,
-                       matched: list[tuple[Rule, str]]) -> FindingResult:
+                       matched: list[tuple[Rule, str]], explained: Explanation) -> FindingResult:
     upgraded = bool(server.installed_vllm_version and server.vllm_version
                     and server.installed_vllm_version != server.vllm_version)
     what = (f"after the upgrade from vLLM {server.vllm_version} to "
@@ -189,11 +238,9 @@ def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, wind
     title = (f"Risky upgrade did not come back: {base['unit_or_container']} crash-looping"
              if upgraded else f"Crash loop: {base['unit_or_container']} keeps failing to start")
     last = base["last_error_line"] or "no error line was captured"
-    causes = ", ".join(rule.id for rule, _ in matched) or "no knowledge-base rule matched"
-    fix = (matched[0][0].remediation if matched else
-           "Read the full log of the unit/container, fix the cause or roll back to the last "
-           "release and flags that ran.")
-    if upgraded and not matched:
+    causes = ", ".join(rule.id for rule, _ in matched) or explained.summary
+    fix = _with_explanation(matched[0][0], explained) if matched else remedy_text(explained)
+    if upgraded and not matched and explained.change is None:
         fix = f"Roll back to vLLM {server.vllm_version} (the release that ran), then {fix}"
     return FindingResult(
         rule_id=CRASH_LOOP_RULE_ID, severity="critical", kind="crash_loop", title=title[:300],

@@ -370,11 +370,13 @@ def _record_failed_start(host: Host, wire: WireReport, report: Report, entry: Fa
         # a vanished process reports no counter: every report that sees it dead is one exit
         cumulative = (observations[-1][1] + 1) if observations else 1
     observations.append([at, cumulative])
+    if entry.vllm_version and not server.installed_vllm_version:
+        server.installed_vllm_version = entry.vllm_version  # a host's first report
     server.failed_start = {
         "entry": entry.model_dump(mode="json"), "report_id": str(report.report_id),
         "first_seen": previous.get("first_seen") or at, "last_seen": at,
         "observations": observations[-MAX_FAILED_START_OBSERVATIONS:]}
-    server.save(update_fields=["failed_start"])
+    server.save(update_fields=["failed_start", "installed_vllm_version"])
     report.mark_keep("failed start")
 
 

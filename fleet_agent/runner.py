@@ -101,6 +101,24 @@ def summarize(report: Report) -> dict[str, Any]:
     }
 
 
+def wait_and_watch(agent: Agent, stop: threading.Event, started: float) -> None:
+    """Wait out the cycle interval, checking the tracked vLLM servers every
+    :data:`failed_starts.WATCH_S` seconds (a listing of ``/proc`` and the cmdline of new pids
+    only), so that a server that dies in 10 s is read back before its log is gone."""
+    sources = agent.failed_start_sources()
+    journalctl = sources.journalctl if sources is not None else None
+    while not stop.is_set():
+        left = agent.config.interval_s - (time.monotonic() - started)
+        if left <= 0:
+            return
+        if stop.wait(min(left, failed_starts.WATCH_S)):
+            return
+        try:
+            agent.memory.watch(agent.root, journalctl)
+        except OSError:
+            log.exception("watching vLLM servers failed")
+
+
 def install_signal_handlers(stop: threading.Event) -> None:
     """SIGTERM/SIGINT set ``stop``: the loop finishes (or abandons) the current call and exits."""
     def handler(signum: int, _frame: Any) -> None:
@@ -127,7 +145,7 @@ def run_forever(agent: Agent, stop: threading.Event, max_cycles: int | None = No
             cycles += 1
             if max_cycles is not None and cycles >= max_cycles:
                 break
-            stop.wait(max(0.0, agent.config.interval_s - (time.monotonic() - started)))
+            wait_and_watch(agent, stop, started)
     finally:
         if deliverer is not None:
             deliverer.close()

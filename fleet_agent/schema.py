@@ -352,7 +352,7 @@ class GpuProcess(_Model):
 
 
 # ----------------------------------------------------------------------------- failed starts
-# Added by issue 20 (crash loops). Report-level, not per server: a server that fails to start
+# Report-level, not per server: a server that fails to start
 # has no process (no pid) to hang a ServerInfo on. The dashboard puts each entry on the slot its
 # argv names (``--port``/``--uds``, as ``fleet.recording.server_identity`` does).
 
@@ -380,6 +380,9 @@ class FailedStart(_Model):
         default_factory=list, max_length=FAILED_START_MAX_LINES)
     errors: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list,
                                                                   max_length=20)
+    #: The installed vLLM (optional; agents before it send none): the interpreter's
+    #: site-packages for a process or unit, the image's version label or tag for a container.
+    vllm_version: str | None = Field(default=None, max_length=128)
 
 
 class Report(_Model):
@@ -396,7 +399,7 @@ class Report(_Model):
     gpu_processes: list[GpuProcess] = Field(default_factory=list,  # added by issue 3
                                             max_length=MAX_GPU_PROCESSES)
 
-    failed_starts: list[FailedStart] = Field(default_factory=list,  # added by issue 20
+    failed_starts: list[FailedStart] = Field(default_factory=list,
                                              max_length=FAILED_STARTS_MAX)
     failed_start_errors: list[Annotated[str, Field(max_length=1000)]] = Field(
         default_factory=list, max_length=20)  # failed-start sources that could not be read

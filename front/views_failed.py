@@ -1,4 +1,4 @@
-"""The host page's failed-start block (issue 20): when and how often the slot failed to
+"""The host page's failed-start block: when and how often the slot failed to
 start, its last error lines, the rules that explain them with their fix, and the recommended
 command for the vLLM release actually installed (from :mod:`advice.recommend`)."""
 
@@ -20,8 +20,10 @@ LINES_SHOWN = 12
 def failed_start_block(server: Server, report: Report | None,
                        findings: list[Finding]) -> dict[str, Any] | None:
     """``{"entry", "first_seen", "last_seen", "restarts", "window_minutes", "lines",
-    "causes": [Finding], "loop": Finding | None, "installed", "command"}`` or None when the
-    slot has no current failed start."""
+    "causes": [Finding], "loop": Finding | None, "installed", "command", "explanation"}`` or
+    None when the slot has no current failed start. ``explanation`` is the structured answer
+    the findings carry (:mod:`audit.kb.failed_start_explain`: setting, value, change, failing
+    and fix commands), the same one the finding and the crash-loop alert state."""
     state = server.failed_start
     if not state:
         return None
@@ -38,6 +40,8 @@ def failed_start_block(server: Server, report: Report | None,
         "installed": server.installed_vllm_version or server.vllm_version or None,
         "command": installed_command(server, entry, report,
                                      past_fix(server, [f.rule_id for f in ours])),
+        "explanation": next(((f.evidence or {}).get("explanation") for f in ours
+                             if (f.evidence or {}).get("explanation")), None),
     }
 
 

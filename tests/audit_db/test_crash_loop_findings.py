@@ -1,4 +1,4 @@
-"""Failed starts through ingest and evaluation (issue 20): a server that stops coming back
+"""Failed starts through ingest and evaluation: a server that stops coming back
 after an upgrade shows as down with the error line that killed it, the matching rule fires as
 "server down", a crash loop is a finding of its own (once per loop), and both resolve when the
 server runs again."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from audit import evaluation
-from audit.crashloop import CRASH_LOOP_RULE_ID, restarts_in_window
+from audit.crashloop import CRASH_LOOP_RULE_ID, FAILED_START_RULE_ID, restarts_in_window
 from audit.models import Finding, FindingEvent
 from fleet.models import Server
 from tests.conftest import iso
@@ -94,7 +94,11 @@ def test_a_crash_loop_with_no_matching_rule_is_still_a_finding(send):
     loop = Finding.objects.active().get(rule_id=CRASH_LOOP_RULE_ID)
     assert odd in loop.message and loop.title.startswith("Crash loop")
     assert loop.evidence["matched_rules"] == []
-    assert Finding.objects.active().filter(evidence__failed_start=True).count() == 1
+    # no rule, no check of vLLM and no setting explain it: said plainly, with no setting
+    down = Finding.objects.active().get(rule_id=FAILED_START_RULE_ID)
+    assert down.evidence["explanation"]["kind"] == "exception"
+    assert down.evidence["explanation"]["setting"] is None and odd in down.title
+    assert Finding.objects.active().filter(evidence__failed_start=True).count() == 2
 
 
 def test_a_single_failed_start_is_not_a_loop(send):

@@ -34,7 +34,9 @@ from typing import Any
 _HUMAN_INTS = {"max_num_batched_tokens", "max_num_scheduled_tokens", "kv_cache_memory_bytes",
                "safetensors_prefetch_block_size", "max_num_queued_tokens"}
 _ARG_FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py",
-              "vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/cli/serve.py")
+              "vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/cli/serve.py",
+              # 0.32 moved the server's parser (make_arg_parser) here
+              "vllm/entrypoints/launchers/cli_args.py")
 
 
 class SourceTree:
