@@ -60,9 +60,10 @@ class Alertmanager:
 @contextmanager
 def start_alertmanager(tmp: Path, web_config: str = "",
                        context: ssl.SSLContext | None = None,
-                       auth: str = "") -> Iterator[Alertmanager]:
-    """Run Alertmanager until the block ends; ready (``/-/ready``) when it is entered."""
-    (tmp / "alertmanager.yml").write_text(CONFIG)
+                       auth: str = "", config: str = CONFIG) -> Iterator[Alertmanager]:
+    """Run Alertmanager (``config``: its YAML) until the block ends; ready (``/-/ready``)
+    when it is entered."""
+    (tmp / "alertmanager.yml").write_text(config)
     port = free_port()
     argv = [binary(), f"--config.file={tmp / 'alertmanager.yml'}",
             f"--storage.path={tmp / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
