@@ -85,6 +85,14 @@ class Host(models.Model):
         return ", ".join(f"{n}x {name}" for name, n in sorted(counts.items()))
 
 
+#: Most machines one enrollment secret may enroll: an autoscaled node pool's lifetime of new
+#: nodes (a pool of 1,000 nodes replaced daily for years stays below it).
+MAX_SECRET_USES = 1_000_000
+#: Longest lifetime of an enrollment secret, hours (5 years: a node pool's secret is rotated
+#: deliberately, never by surprise).
+MAX_SECRET_TTL_H = 5 * 365 * 24
+
+
 class EnrollmentSecret(models.Model):
     """A shared secret agents present to obtain a host token. Stored as sha256.
 
@@ -110,16 +118,22 @@ class EnrollmentSecret(models.Model):
         """Create a secret; returns ``(row, plaintext)``. The plaintext is never stored.
 
         ``max_uses`` (default ``settings.ENROLL_SECRET_MAX_USES``) enrollments, valid for
-        ``valid_for`` (default ``settings.ENROLL_SECRET_TTL_H`` hours).
+        ``valid_for`` (default ``settings.ENROLL_SECRET_TTL_H`` hours). ValueError when
+        either is outside 1..:data:`MAX_SECRET_USES` / 1 h..:data:`MAX_SECRET_TTL_H` h.
         """
         from django.conf import settings
 
         plaintext = "fes_" + secrets.token_urlsafe(24)
         ttl = valid_for if valid_for is not None else timedelta(
             hours=settings.ENROLL_SECRET_TTL_H)
+        max_uses = max_uses if max_uses is not None else settings.ENROLL_SECRET_MAX_USES
+        if not 1 <= max_uses <= MAX_SECRET_USES:
+            raise ValueError(f"uses must be 1 to {MAX_SECRET_USES}, not {max_uses}")
+        if not timedelta(hours=1) <= ttl <= timedelta(hours=MAX_SECRET_TTL_H):
+            raise ValueError(f"a secret is valid 1 to {MAX_SECRET_TTL_H} hours (5 years)")
         row = cls.objects.create(
             name=name, secret_hash=sha256_hex(plaintext), expires_at=timezone.now() + ttl,
-            max_uses=max_uses if max_uses is not None else settings.ENROLL_SECRET_MAX_USES)
+            max_uses=max_uses)
         return row, plaintext
 
     @classmethod
