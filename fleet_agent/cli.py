@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print the report as JSON instead of delivering it")
     run = sub.add_parser("run", parents=[common], help="collect and deliver every interval")
     run.add_argument("--cycles", type=int, help=argparse.SUPPRESS)  # tests: stop after N
+    run.add_argument("--heartbeat-file", metavar="PATH",
+                     default=os.environ.get("FLEET_AGENT_HEARTBEAT_FILE") or None,
+                     help="touch PATH after every cycle, for a liveness check "
+                          "(env FLEET_AGENT_HEARTBEAT_FILE)")
     probe_cmd = sub.add_parser("probe", parents=[common],
                                help="run the live probes once against the local servers")
     probe_cmd.add_argument("--print", dest="print_only", action="store_true", required=True,
@@ -186,7 +190,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               "(reports are spooled meanwhile)", file=sys.stderr)
     stop = threading.Event()
     runner.install_signal_handlers(stop)
-    return runner.run_forever(agent, stop, max_cycles=args.cycles)
+    heartbeat = Path(args.heartbeat_file) if args.heartbeat_file else None
+    return runner.run_forever(agent, stop, max_cycles=args.cycles, heartbeat=heartbeat)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

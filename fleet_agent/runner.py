@@ -111,10 +111,30 @@ def install_signal_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-def run_forever(agent: Agent, stop: threading.Event, max_cycles: int | None = None) -> int:
-    """Cycle every ``interval_s`` seconds until ``stop`` is set; the spool stays on disk."""
+def beat(path: Path | None) -> None:
+    """Touch the heartbeat file ``path`` (create it, or set its mtime to now).
+
+    Written at start-up and at the end of every cycle, failed ones included: a cycle that
+    raised still shows a loop that runs, while a hung one (a read that never returns) stops
+    the heartbeat. A liveness check compares the file's age with a few intervals (the
+    DaemonSet's exec probe: deploy/kubernetes/agent). An unwritable path is logged, never
+    fatal.
+    """
+    if path is None:
+        return
+    try:
+        path.touch()  # an existing file gets its mtime set to now
+    except OSError as exc:
+        log.warning("cannot write the heartbeat file %s: %s", path, exc)
+
+
+def run_forever(agent: Agent, stop: threading.Event, max_cycles: int | None = None,
+                heartbeat: Path | None = None) -> int:
+    """Cycle every ``interval_s`` seconds until ``stop`` is set; the spool stays on disk.
+    ``heartbeat``: a file touched after each cycle (:func:`beat`)."""
     deliverer = agent.deliverer(stop)
     cycles = 0
+    beat(heartbeat)  # started: a first cycle that hangs ages it like any other
     try:
         while not stop.is_set():
             started = time.monotonic()
@@ -124,6 +144,7 @@ def run_forever(agent: Agent, stop: threading.Event, max_cycles: int | None = No
             except Exception:  # one bad cycle must not end the agent
                 log.exception("cycle failed")
                 agent.state().update(last_error=datetime.now(timezone.utc).isoformat())
+            beat(heartbeat)
             cycles += 1
             if max_cycles is not None and cycles >= max_cycles:
                 break
