@@ -150,12 +150,12 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = DEBUG
 
-#: True only when a reverse proxy we run (compose's nginx) is the sole way in: then its
-#: X-Forwarded-Proto and X-Real-IP headers are trusted. Never with gunicorn exposed.
+#: True only when a reverse proxy we run (compose's Caddy, an Ingress) is the sole way in:
+#: then its X-Forwarded-Proto and X-Real-IP headers are trusted. Never with gunicorn exposed.
 BEHIND_PROXY = env_bool("BEHIND_PROXY", False)
 if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-#: An https SITE_URL means TLS in front (compose's nginx): secure cookies, HSTS (one year,
+#: An https SITE_URL means TLS in front (compose's Caddy): secure cookies, HSTS (one year,
 #: check --deploy's W004/W005/W021) and a redirect of plain http to https (W008). The
 #: health check that compose runs over plain http inside the container is exempt.
 HTTPS = SITE_URL.startswith("https://")
