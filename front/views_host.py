@@ -25,7 +25,7 @@ from audit.models import SEVERITY_ORDER, Finding
 from audit.rulebook import current_knowledge_base
 from fleet import probes as fleet_probes
 from fleet.access import can
-from fleet.models import ChangeEvent, Host, MetricSample, Report, Server
+from fleet.models import ChangeEvent, Gpu, Host, MetricSample, Report, Server
 from fleet.recording import server_identity
 from fleet_agent.schema import ServerInfo
 from front import views_charts as charts
@@ -168,6 +168,13 @@ def probe_rows(ctx: dict[str, Any] | None, server: Server) -> dict[str, Any]:
 HOST_PAGE_SERVERS = 64
 HOST_PAGE_GPUS = 64
 
+
+def amd_driver_version(gpus: list[Gpu]) -> str:
+    """The amdgpu driver version AMD SMI reported, as stored on the host's AMD GPUs (those
+    with a gfx target; ``fleet.recording`` keeps the host's driver on each GPU), or ""."""
+    return next((g.driver_version for g in gpus if g.gfx_arch and g.driver_version), "")
+
+
 @login_required
 def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     """One host: GPUs, servers (flags, template, versions, restarts, findings,
@@ -210,7 +217,7 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     return render(request, "front/host_detail.html", {
         "todo": what_to_do(blocks),
         "host": host, "now": now, "status": host_status(host, now), "gpus": gpus,
-        "servers": blocks, "hidden_servers": hidden_servers,
+        "amd_driver": amd_driver_version(gpus), "servers": blocks, "hidden_servers": hidden_servers,
         "host_events": events.get(None, []), "window": window,
         "windows": list(charts.WINDOWS), "host_charts": host_charts, "chart_data": chart_data,
         "can_operate": can(request.user, "acknowledge"),

@@ -83,3 +83,5 @@ def test_an_amd_host_shows_its_gfx_target_and_gets_the_rocm_rules(
     client.force_login(role_user("viewer"))
     page = client.get(f"/hosts/{host.code}/").content.decode()
     assert "gfx942" in page and "cc gfx942" not in page
+    assert "<dt>AMD driver</dt><dd>amdgpu 6.10.5</dd>" in page
+    assert "Driver / CUDA" not in page  # no NVIDIA driver on this node
