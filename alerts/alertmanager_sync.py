@@ -147,11 +147,19 @@ class SyncResult:
 
 @dataclass
 class _Post:
+    """One alert in a POST and what it does to the key's state row: ``new`` (insert or
+    relabel), ``refresh`` (same labels re-sent), ``resolve`` (the row goes) or ``replaced``
+    (the old label set of a key that keeps firing: its row is rewritten by the ``new``)."""
+
     alert: dict[str, Any]
     key: str
-    labels: dict[str, str] | None  # None: the key resolves (its row goes)
+    action: str
+    labels: dict[str, str] | None = None
     starts_at: datetime | None = None
-    replaced: bool = False  # resolves an old label set of a key that keeps firing
+
+    @property
+    def firing(self) -> bool:
+        return self.action in ("new", "refresh")
 
 
 def _plan(wanted: dict[str, Wanted], state: dict[str, AlertmanagerAlert],
@@ -163,20 +171,20 @@ def _plan(wanted: dict[str, Wanted], state: dict[str, AlertmanagerAlert],
     for key, want in wanted.items():
         row = state.get(key)
         starts = want.starts_at
+        action = "new"
         if row is not None and row.labels != want.labels:
             # Same finding, new label set (escalation): resolve the old one in this POST.
-            posts.append(_Post(postable(row.labels, {}, row.starts_at, now), key, None,
-                               replaced=True))
+            posts.append(_Post(postable(row.labels, {}, row.starts_at, now), key, "replaced"))
             starts = now
         elif row is not None:
-            starts = row.starts_at
+            starts, action = row.starts_at, "refresh"
             if row.sent_at > now - interval / 2:
                 continue  # posted moments ago; the beat re-sends it well before endsAt
         posts.append(_Post(postable(want.labels, want.annotations, starts, ends, want.url),
-                           key, want.labels, starts))
+                           key, action, want.labels, starts))
     for key, row in state.items():
         if key not in wanted:
-            posts.append(_Post(postable(row.labels, {}, row.starts_at, now), key, None))
+            posts.append(_Post(postable(row.labels, {}, row.starts_at, now), key, "resolve"))
     return posts
 
 
@@ -184,7 +192,7 @@ def _batches(posts: list[_Post]) -> Iterator[list[_Post]]:
     """Batches of :data:`BATCH`; a key's resolve and re-fire always travel together."""
     batch: list[_Post] = []
     for post in posts:
-        if len(batch) >= BATCH and not batch[-1].replaced:
+        if len(batch) >= BATCH and batch[-1].action != "replaced":
             yield batch
             batch = []
         batch.append(post)
@@ -193,13 +201,18 @@ def _batches(posts: list[_Post]) -> Iterator[list[_Post]]:
 
 
 def _apply(channel: AlertChannel, batch: list[_Post], now: datetime) -> None:
+    """Record a posted batch: one DELETE for the resolved keys, one UPDATE for the re-sent
+    ones (the common case: every open finding each interval), a write per new label set."""
     ends = now + 4 * resend_interval()
+    rows = AlertmanagerAlert.objects.filter(channel=channel)
+    gone = [p.key for p in batch if p.action == "resolve"]
+    if gone:
+        rows.filter(key__in=gone).delete()
+    again = [p.key for p in batch if p.action == "refresh"]
+    if again:
+        rows.filter(key__in=again).update(sent_at=now, ends_at=ends)
     for post in batch:
-        if post.replaced:
-            continue
-        if post.labels is None:
-            AlertmanagerAlert.objects.filter(channel=channel, key=post.key).delete()
-        else:
+        if post.action == "new":
             AlertmanagerAlert.objects.update_or_create(
                 channel=channel, key=post.key,
                 defaults={"labels": post.labels, "starts_at": post.starts_at,
@@ -231,8 +244,8 @@ def sync_channel(channel_id: int, now: datetime | None = None) -> SyncResult:
                             exc.message)
                 break
             _apply(channel, batch, now)
-            result.firing += sum(1 for p in batch if p.labels is not None)
-            result.resolved += sum(1 for p in batch if p.labels is None)
+            result.firing += sum(1 for p in batch if p.firing)
+            result.resolved += sum(1 for p in batch if p.action == "resolve")
     return result
 
 

@@ -198,3 +198,21 @@ def test_tls_with_a_client_certificate_and_basic_auth(tmp_path):
                                    basic_username="fleet",
                                    basic_password="fleet-test-password")
         assert sync_channel(untrusted.pk).error  # the system store does not know this CA
+
+
+def test_many_findings_go_in_batches_and_all_fire(am, monkeypatch):
+    from alerts import alertmanager_sync
+
+    monkeypatch.setattr(alertmanager_sync, "BATCH", 2)
+    findings = [FindingFactory(severity="high") for _ in range(5)]
+    channel = _channel(am)
+    result = sync_channel(channel.pk)
+    assert result.firing == 5 and result.error == ""
+    assert _ids(am.alerts(alertname="FleetAuditFinding")) == {str(f.code) for f in findings}
+
+
+def test_the_beat_resends_well_before_the_alerts_end(settings):
+    entry = next(e for e in settings.CELERY_BEAT_SCHEDULE.values()
+                 if e["task"] == "alerts.sync_alertmanager")
+    # each alert is posted with endsAt 4 intervals ahead: three missed beats still hold it
+    assert entry["schedule"] == settings.ALERTMANAGER_RESEND_S
