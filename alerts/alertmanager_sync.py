@@ -32,7 +32,10 @@ change. What was posted per finding/host is kept in
 One sync per channel at a time: the channel row is locked (``SKIP LOCKED``: a second
 sync finds it busy and leaves). A failed POST changes no state row, so the next sync
 retries the same difference; a permanent failure (4xx, refused TLS material) marks the
-channel failing, like a failed delivery.
+channel failing, like a failed delivery. ``AlertChannel.synced_at`` is the end of the last
+complete sync and ``sync_error`` why the last one stopped: the Alerts page shows both and
+``/metrics`` exports the age (``fleet_audit_alertmanager_sync_age_seconds``), so an
+Alertmanager that stopped accepting is seen before its alerts expire.
 """
 
 from __future__ import annotations
@@ -246,6 +249,10 @@ def sync_channel(channel_id: int, now: datetime | None = None) -> SyncResult:
             _apply(channel, batch, now)
             result.firing += sum(1 for p in batch if p.firing)
             result.resolved += sum(1 for p in batch if p.action == "resolve")
+        done = {"sync_error": result.error[:1000]}
+        if not result.error:
+            done["synced_at"] = timezone.now()
+        AlertChannel.objects.filter(pk=channel.pk).update(**done)
     return result
 
 

@@ -85,6 +85,10 @@ class AlertChannel(models.Model):
                                       "client certificate (unencrypted).")
     failing_since = models.DateTimeField(null=True, blank=True)
     failure_reason = models.TextField(blank=True)
+    #: Channels that mirror the state (Alertmanager): the end of the last sync that posted
+    #: everything it had to, and the error that stopped the last one ("" when it completed).
+    synced_at = models.DateTimeField(null=True, blank=True)
+    sync_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -28,7 +28,9 @@ Metrics (all gauges; ``fleet_audit_`` prefix):
 - ``unevaluated_reports`` and ``evaluation_lag_seconds``: reports received and not yet
   evaluated, and the age of the oldest of them (0 when none).
 - ``alert_deliveries{status}``: deliveries per status (``failed``, ``permanent_failure``...);
-  ``alert_channels_failing``: channels disabled by a permanent failure.
+  ``alert_channels_failing``: channels disabled by a permanent failure;
+  ``alertmanager_sync_age_seconds{channel}``: per enabled Alertmanager channel, seconds since
+  its last complete sync (since its creation when it never completed one).
 """
 
 from __future__ import annotations
@@ -173,6 +175,15 @@ class FleetCollector(Collector):
                                 "disabled by a permanent delivery failure.",
                                 value=AlertChannel.objects.filter(
                                     failing_since__isnull=False).count())
+        age = GaugeMetricFamily("fleet_audit_alertmanager_sync_age_seconds", "Seconds since "
+                                "each enabled Alertmanager channel's last complete sync.",
+                                labels=["channel"])
+        now = timezone.now()
+        for name, synced, created in (AlertChannel.objects.filter(
+                kind="alertmanager", enabled=True).order_by("name")
+                .values_list("name", "synced_at", "created_at")):
+            age.add_metric([name], max(0.0, (now - (synced or created)).total_seconds()))
+        yield age
 
 
 def _worst_first(active: Any) -> list[dict[str, Any]]:

@@ -33,12 +33,14 @@ def test_the_bearer_token_is_sent_and_a_malformed_alert_answer_stops_the_channel
     [request] = receiver.requests
     assert request.path == "/hook/api/v2/alerts"
     assert request.headers["Authorization"] == "Bearer am-token-1"
+    channel.refresh_from_db()
+    assert channel.synced_at is not None and channel.sync_error == ""
 
     receiver.answer((400, {}, b'{"code":400,"message":"bad alert"}'))
     FindingFactory(severity="critical")
     assert "400" in sync_channel(channel.pk).error
     channel.refresh_from_db()
-    assert channel.is_failing
+    assert channel.is_failing and "400" in channel.sync_error
 
 
 def test_client_options_are_checked_when_the_channel_is_saved(settings):
@@ -68,3 +70,15 @@ def test_the_destination_is_the_alertmanager_base_url(settings):
         "http://alertmanager.monitoring:9093"
     with pytest.raises(ValueError):
         clean("ftp://alertmanager:9093")
+
+
+def test_an_unreachable_alertmanager_shows_on_the_alerts_page(admin_client, receiver):
+    FindingFactory(severity="critical")
+    channel = ChannelFactory(kind="alertmanager", destination="http://127.0.0.1:9", secret="",
+                             name="cluster am")
+    result = sync_channel(channel.pk)
+    assert result.error and result.firing == 0
+    channel.refresh_from_db()
+    assert channel.synced_at is None and not channel.is_failing  # transient: retried
+    page = admin_client.get("/alerts/").content.decode()
+    assert "not synced yet" in page and "last sync: connection failed" in page

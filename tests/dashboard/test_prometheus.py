@@ -170,3 +170,19 @@ def test_each_offline_host_is_named_with_the_site_url(client, fleet, settings):
     assert [s.labels["host"] for s in samples["fleet_audit_host_offline"]] == [host.hostname]
     (site,) = samples["fleet_audit_site_info"]
     assert site.labels["url"] == "https://fleet.example.com"
+
+
+def test_the_age_of_each_alertmanager_sync_is_exported(client, db, settings):
+    settings.PROMETHEUS_TOKEN = TOKEN
+    now = timezone.now()
+    AlertChannel.objects.create(kind="alertmanager", name="am-ok",
+                                destination="http://am:9093", synced_at=now)
+    AlertChannel.objects.create(kind="alertmanager", name="am-stuck",
+                                destination="http://am:9093",
+                                synced_at=now - timedelta(minutes=30))
+    AlertChannel.objects.create(kind="alertmanager", name="am-off", enabled=False,
+                                destination="http://am:9093")
+    ages = {s.labels["channel"]: s.value
+            for s in scrape(client)["fleet_audit_alertmanager_sync_age_seconds"]}
+    assert set(ages) == {"am-ok", "am-stuck"}  # a disabled channel owes no sync
+    assert ages["am-ok"] < 60 and 30 * 60 <= ages["am-stuck"] < 31 * 60
