@@ -156,6 +156,39 @@ def enqueue_sync(channel_id: int | None = None) -> bool:
     return True
 
 
+#: Seconds a muting burst (a bulk acknowledge) is gathered into one Alertmanager sync.
+MUTE_SYNC_DELAY_S = 2
+_SYNC_SCHEDULED_KEY = "alerts:alertmanager-sync-scheduled"
+
+
+def on_finding_event(sender: object = None, instance: object = None, created: bool = False,
+                     **kwargs: object) -> None:
+    """``post_save`` receiver of FindingEvent: an acknowledged or silenced finding ends its
+    Alertmanager alert at once (one sync :data:`MUTE_SYNC_DELAY_S` after the first mute of a
+    burst) rather than at the next beat."""
+    from audit.models import FindingEvent
+
+    if created and getattr(instance, "kind", "") in (FindingEvent.Kind.ACKNOWLEDGED,
+                                                     FindingEvent.Kind.SILENCED):
+        transaction.on_commit(schedule_sync)
+
+
+def schedule_sync() -> bool:
+    """Queue one sync of every Alertmanager channel :data:`MUTE_SYNC_DELAY_S` from now,
+    unless one is already due. Returns True when this call queued it."""
+    if not alertmanager_sync.state_channels():
+        return False
+    if not cache.add(_SYNC_SCHEDULED_KEY, 1, timeout=MUTE_SYNC_DELAY_S):
+        return False
+    try:
+        sync_alertmanager.apply_async(countdown=MUTE_SYNC_DELAY_S)
+    except BrokerError as exc:
+        cache.delete(_SYNC_SCHEDULED_KEY)
+        log.warning("cannot queue the Alertmanager sync (the beat will): %s", exc)
+        return False
+    return True
+
+
 def send_test(channel_id: int) -> int:
     """Create a test delivery for channel ``channel_id`` and enqueue it after commit
     (the same path as real alerts). Returns the delivery id."""
