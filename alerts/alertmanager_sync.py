@@ -68,6 +68,7 @@ DEFAULT_RESEND_S = 60
 
 
 def resend_interval() -> timedelta:
+    """``ALERTMANAGER_RESEND_S`` as a timedelta (alerts end 4 of these after a post)."""
     return timedelta(seconds=float(getattr(settings, "ALERTMANAGER_RESEND_S",
                                            DEFAULT_RESEND_S)))
 
@@ -204,8 +205,9 @@ def _batches(posts: list[_Post]) -> Iterator[list[_Post]]:
 
 
 def _apply(channel: AlertChannel, batch: list[_Post], now: datetime) -> None:
-    """Record a posted batch: one DELETE for the resolved keys, one UPDATE for the re-sent
-    ones (the common case: every open finding each interval), a write per new label set."""
+    """Record a posted batch in three statements: a DELETE of the resolved keys, an UPDATE
+    of the re-sent ones (the common case: every open finding each interval) and an upsert of
+    the new label sets."""
     ends = now + 4 * resend_interval()
     rows = AlertmanagerAlert.objects.filter(channel=channel)
     gone = [p.key for p in batch if p.action == "resolve"]
@@ -214,12 +216,13 @@ def _apply(channel: AlertChannel, batch: list[_Post], now: datetime) -> None:
     again = [p.key for p in batch if p.action == "refresh"]
     if again:
         rows.filter(key__in=again).update(sent_at=now, ends_at=ends)
-    for post in batch:
-        if post.action == "new":
-            AlertmanagerAlert.objects.update_or_create(
-                channel=channel, key=post.key,
-                defaults={"labels": post.labels, "starts_at": post.starts_at,
-                          "sent_at": now, "ends_at": ends})
+    fresh = [AlertmanagerAlert(channel=channel, key=p.key, labels=p.labels,
+                               starts_at=p.starts_at, sent_at=now, ends_at=ends)
+             for p in batch if p.action == "new"]
+    if fresh:  # new keys and relabelled ones (an escalation) in one upsert
+        AlertmanagerAlert.objects.bulk_create(
+            fresh, update_conflicts=True, unique_fields=["channel", "key"],
+            update_fields=["labels", "starts_at", "sent_at", "ends_at"])
 
 
 def sync_channel(channel_id: int, now: datetime | None = None) -> SyncResult:
