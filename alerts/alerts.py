@@ -43,11 +43,11 @@ from fleet.models import Host
 
 log = logging.getLogger(__name__)
 
-#: Seconds of events grouped into one message per channel and trigger (issue 7).
+#: Seconds of events grouped into one message per channel and trigger.
 DEFAULT_GROUP_WINDOW_S = 60
 #: Seconds during which a repeat of the same (channel, host, rule) alert is dropped.
 DEFAULT_THROTTLE_S = 3600
-#: Agent intervals without a report before a host counts as silent (issue 7: 5).
+#: Agent intervals without a report before a host counts as silent (default).
 DEFAULT_SILENT_INTERVALS = 5
 #: Agent interval assumed when a host never said (fleet_agent/config.py default).
 DEFAULT_AGENT_INTERVAL_S = 30
@@ -123,7 +123,7 @@ def _ref(rule_id: str, title: str, severity: str, rules: dict[str, Rule | None],
                       remediation=remediation, url=finding_url(finding) if finding else "")
 
 
-#: Marker of a finding a live probe confirmed (audit/kb/probes.py summary, issue 17).
+#: Marker of a finding a live probe confirmed (audit/kb/probes.py summary).
 PROBE_CONFIRMED = "Confirmed on this server by a live probe"
 #: After an upgrade, earlier probe results no longer hold (they are re-armed).
 PROBE_HINT = ("Earlier live-probe results are re-armed: run the live probes (host page) to "
@@ -148,7 +148,7 @@ def _finding_route(event: FindingEvent, rules: dict[str, Rule | None]) -> Routed
         severity = new
         trigger = opened_trigger(finding, rules)
         headline = f"escalated {old} → {new}: {finding.title}"
-        if PROBE_CONFIRMED in finding.message:  # issue 17: a live probe decided it
+        if PROBE_CONFIRMED in finding.message:  # a live probe decided it
             headline = f"confirmed on this server, escalated {old} → {new}: {finding.title}"
     else:
         trigger, headline = opened_trigger(finding, rules), finding.title
@@ -164,7 +164,7 @@ def opened_trigger(finding: Finding, rules: dict[str, Rule | None]) -> str:
     """Metric rules (kind ``metric``, or any rule on the ``metrics`` cadence, such as the
     KV-cache ceiling) raise live-metric alarms; everything else is a new finding."""
     if finding.rule_id == CRASH_LOOP_RULE_ID:
-        return Trigger.RISKY_UPGRADE  # a server that does not come back (issue 20)
+        return Trigger.RISKY_UPGRADE  # a server that does not come back
     rule = rules.get(finding.rule_id)
     live = finding.kind == "metric" or (rule is not None and rule.cadence == "metrics")
     return Trigger.METRIC_ALARM if live else Trigger.NEW_FINDING

@@ -170,7 +170,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    """Run the probes once (issue 17) and print ``[{"server", "base_url", "probes"}]``."""
+    """Run the probes once and print ``[{"server", "base_url", "probes"}]``."""
     agent, _ = _load_agent(args)
     key = probes.slot_of(args.server, []) if args.server else probes.ALL_SERVERS
     agent.probe_requests = {key: list(args.names)}

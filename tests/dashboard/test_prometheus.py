@@ -1,4 +1,4 @@
-"""``GET /metrics`` (issue 18): Prometheus scrapes the fleet's findings, hosts, versions,
+"""``GET /metrics``: Prometheus scrapes the fleet's findings, hosts, versions,
 pending upgrades, evaluation lag and alert failures, behind a bearer token."""
 
 from __future__ import annotations

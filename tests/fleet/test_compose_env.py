@@ -51,7 +51,7 @@ def test_env_example_lists_exactly_the_variables_the_settings_read():
 
 
 def test_only_the_buffering_tls_proxy_is_published_and_it_has_body_read_timeouts():
-    """Issue 16 item 8: a slow body must meet the proxy, never a gunicorn sync worker."""
+    """A slow body must meet the proxy, never a gunicorn sync worker."""
     services = compose()["services"]
     published = {name for name, service in services.items() if service.get("ports")}
     assert published == {"proxy"}  # not the database, not Redis, not gunicorn

@@ -51,7 +51,7 @@ def test_a_fresh_clone_without_any_environment_runs_commands_but_flags_the_secre
 
 
 def test_the_env_example_placeholder_secret_key_is_refused_like_a_missing_one():
-    """Issue 13.3: copying .env.example unchanged must not pass ``check``."""
+    """Copying .env.example unchanged must not pass ``check``."""
     from pathlib import Path
 
     example = (Path(__file__).resolve().parents[2] / ".env.example").read_text()
