@@ -11,7 +11,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SECRET_KEY=test-only-not-secret DEBUG=false
 
-.PHONY: demo demo-reset test lint services bench install agent-wheel agent-lock
+.PHONY: demo demo-reset test lint services bench install agent-wheel agent-lock server-lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ agent-lock:
 	$(UV) pip compile pyproject.toml --universal --python-version 3.10 --generate-hashes \
 		--index-url https://pypi.org/simple --custom-compile-command 'make agent-lock' \
 		-o fleet_agent/requirements.lock
+
+# The dashboard image's dependencies (Dockerfile: pip install --require-hashes), the same way.
+server-lock:
+	$(UV) pip compile pyproject.toml --extra server --universal --python-version 3.11 \
+		--generate-hashes --index-url https://pypi.org/simple \
+		--custom-compile-command 'make server-lock' -o server-requirements.lock
 
 demo: $(STAMP) agent-wheel
 	mkdir -p var

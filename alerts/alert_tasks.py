@@ -10,6 +10,9 @@
 - ``alerts.sweep`` (beat, every window): dispatch events older than the window
   that no scheduled dispatch took, and re-enqueue deliveries whose task was lost.
 - ``alerts.check_silent_hosts`` (beat, every minute): "host stopped reporting".
+- ``alerts.sync_alertmanager`` (beat, every ``ALERTMANAGER_RESEND_S``; also queued after
+  each dispatch and when a channel is saved): Alertmanager channels brought to the
+  findings' state (:mod:`alerts.alertmanager_sync`).
 
 All take ids or nothing, are safe to run twice (rows are claimed), hence ``acks_late``.
 """
@@ -26,7 +29,7 @@ from django.core.cache import cache
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
 
-from alerts import alert_sending, alerts
+from alerts import alert_sending, alertmanager_sync, alerts
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +91,7 @@ def dispatch_events(min_age_s: float | None = None) -> int:
     min_age = timedelta(seconds=min_age_s) if min_age_s is not None else None
     ids = alerts.dispatch(min_age=min_age)
     transaction.on_commit(partial(enqueue_sends, ids))
+    transaction.on_commit(enqueue_sync)
     return len(ids)
 
 
@@ -124,6 +128,65 @@ def check_silent_hosts() -> int:
     ids = alerts.dispatch_silent_hosts()
     transaction.on_commit(partial(enqueue_sends, ids))
     return len(ids)
+
+
+@shared_task(name="alerts.sync_alertmanager", acks_late=True, ignore_result=True)
+def sync_alertmanager(channel_id: int | None = None) -> dict[str, int]:
+    """Sync one Alertmanager channel, or all of them; returns posted ``firing`` and
+    ``resolved`` counts. Safe to run twice (a channel being synced is skipped)."""
+    totals = {"firing": 0, "resolved": 0}
+    ids = [channel_id] if channel_id is not None else alertmanager_sync.state_channels()
+    for pk in ids:
+        result = alertmanager_sync.sync_channel(pk)
+        totals["firing"] += result.firing
+        totals["resolved"] += result.resolved
+    return totals
+
+
+def enqueue_sync(channel_id: int | None = None) -> bool:
+    """Queue ``sync_alertmanager`` (all channels, or one) when any channel syncs state.
+    A broker outage is logged; the beat runs the sync anyway. Returns True when queued."""
+    if channel_id is None and not alertmanager_sync.state_channels():
+        return False
+    try:
+        sync_alertmanager.delay(channel_id)
+    except BrokerError as exc:
+        log.warning("cannot queue the Alertmanager sync (the beat will): %s", exc)
+        return False
+    return True
+
+
+#: Seconds a muting burst (a bulk acknowledge) is gathered into one Alertmanager sync.
+MUTE_SYNC_DELAY_S = 2
+_SYNC_SCHEDULED_KEY = "alerts:alertmanager-sync-scheduled"
+
+
+def on_finding_event(sender: object = None, instance: object = None, created: bool = False,
+                     **kwargs: object) -> None:
+    """``post_save`` receiver of FindingEvent: an acknowledged or silenced finding ends its
+    Alertmanager alert at once (one sync :data:`MUTE_SYNC_DELAY_S` after the first mute of a
+    burst) rather than at the next beat."""
+    from audit.models import FindingEvent
+
+    if created and getattr(instance, "kind", "") in (FindingEvent.Kind.ACKNOWLEDGED,
+                                                     FindingEvent.Kind.SILENCED):
+        transaction.on_commit(schedule_sync)
+
+
+def schedule_sync() -> bool:
+    """Queue one sync of every Alertmanager channel :data:`MUTE_SYNC_DELAY_S` from now,
+    unless one is already due. Returns True when this call queued it."""
+    if not alertmanager_sync.state_channels():
+        return False
+    if not cache.add(_SYNC_SCHEDULED_KEY, 1, timeout=MUTE_SYNC_DELAY_S):
+        return False
+    try:
+        sync_alertmanager.apply_async(countdown=MUTE_SYNC_DELAY_S)
+    except BrokerError as exc:
+        cache.delete(_SYNC_SCHEDULED_KEY)
+        log.warning("cannot queue the Alertmanager sync (the beat will): %s", exc)
+        return False
+    return True
 
 
 def send_test(channel_id: int) -> int:

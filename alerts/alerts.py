@@ -35,7 +35,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from alerts.models import AlertChannel, AlertThrottle, Delivery, Trigger
-from alerts.transports import AlertItem, AlertMessage, FindingRef
+from alerts.transports import REGISTRY, AlertItem, AlertMessage, FindingRef
 from audit.crashloop import CRASH_LOOP_RULE_ID
 from audit.kb.labels import label
 from audit.models import SEVERITY_ORDER, Finding, FindingEvent, Rule
@@ -43,11 +43,11 @@ from fleet.models import Host
 
 log = logging.getLogger(__name__)
 
-#: Seconds of events grouped into one message per channel and trigger (issue 7).
+#: Seconds of events grouped into one message per channel and trigger.
 DEFAULT_GROUP_WINDOW_S = 60
 #: Seconds during which a repeat of the same (channel, host, rule) alert is dropped.
 DEFAULT_THROTTLE_S = 3600
-#: Agent intervals without a report before a host counts as silent (issue 7: 5).
+#: Agent intervals without a report before a host counts as silent (default).
 DEFAULT_SILENT_INTERVALS = 5
 #: Agent interval assumed when a host never said (fleet_agent/config.py default).
 DEFAULT_AGENT_INTERVAL_S = 30
@@ -123,7 +123,7 @@ def _ref(rule_id: str, title: str, severity: str, rules: dict[str, Rule | None],
                       remediation=remediation, url=finding_url(finding) if finding else "")
 
 
-#: Marker of a finding a live probe confirmed (audit/kb/probes.py summary, issue 17).
+#: Marker of a finding a live probe confirmed (audit/kb/probes.py summary).
 PROBE_CONFIRMED = "Confirmed on this server by a live probe"
 #: After an upgrade, earlier probe results no longer hold (they are re-armed).
 PROBE_HINT = ("Earlier live-probe results are re-armed: run the live probes (host page) to "
@@ -146,12 +146,12 @@ def _finding_route(event: FindingEvent, rules: dict[str, Rule | None]) -> Routed
         if SEVERITY_ORDER.get(new, 0) <= SEVERITY_ORDER.get(old, 0):
             return None  # only escalations alert; a downgrade is good news
         severity = new
-        trigger = _opened_trigger(finding, rules)
+        trigger = opened_trigger(finding, rules)
         headline = f"escalated {old} → {new}: {finding.title}"
-        if PROBE_CONFIRMED in finding.message:  # issue 17: a live probe decided it
+        if PROBE_CONFIRMED in finding.message:  # a live probe decided it
             headline = f"confirmed on this server, escalated {old} → {new}: {finding.title}"
     else:
-        trigger, headline = _opened_trigger(finding, rules), finding.title
+        trigger, headline = opened_trigger(finding, rules), finding.title
     item = AlertItem(kind=event.kind, host=event.host.hostname, host_url=host_url(event.host),
                      server=_server_name(event), severity=severity, headline=headline,
                      detail=finding.message[:600], at=event.at.isoformat(),
@@ -160,11 +160,11 @@ def _finding_route(event: FindingEvent, rules: dict[str, Rule | None]) -> Routed
     return Routed(event, trigger, severity, key, item)
 
 
-def _opened_trigger(finding: Finding, rules: dict[str, Rule | None]) -> str:
+def opened_trigger(finding: Finding, rules: dict[str, Rule | None]) -> str:
     """Metric rules (kind ``metric``, or any rule on the ``metrics`` cadence, such as the
     KV-cache ceiling) raise live-metric alarms; everything else is a new finding."""
     if finding.rule_id == CRASH_LOOP_RULE_ID:
-        return Trigger.RISKY_UPGRADE  # a server that does not come back (issue 20)
+        return Trigger.RISKY_UPGRADE  # a server that does not come back
     rule = rules.get(finding.rule_id)
     live = finding.kind == "metric" or (rule is not None and rule.cadence == "metrics")
     return Trigger.METRIC_ALARM if live else Trigger.NEW_FINDING
@@ -308,6 +308,14 @@ def create_delivery(channel: AlertChannel, trigger: str, items: list[AlertItem],
 
 # --- dispatch ----------------------------------------------------------------------
 
+def event_channels() -> list[AlertChannel]:
+    """Enabled, working channels fed by finding events: not those that mirror the state
+    (Alertmanager, :mod:`alerts.alertmanager_sync`)."""
+    synced = [kind for kind, cls in REGISTRY.items() if cls.syncs_state]
+    return list(AlertChannel.objects.filter(enabled=True, failing_since=None)
+                .exclude(kind__in=synced))
+
+
 def claim_events(now: datetime, min_age: timedelta | None = None,
                  limit: int = DISPATCH_BATCH) -> list[FindingEvent]:
     """Claim up to ``limit`` undispatched events (older than ``min_age`` when given).
@@ -373,7 +381,7 @@ def dispatch(now: datetime | None = None, min_age: timedelta | None = None) -> l
             return []
         rules = rules_for(events)
         routed = [r for r in (classify(e, rules) for e in events) if r is not None]
-        channels = list(AlertChannel.objects.filter(enabled=True, failing_since=None))
+        channels = event_channels()
         ids = []
         for (channel, trigger), group in bucket(routed, channels, now).items():
             evts = [r.event for r in group]
@@ -417,7 +425,7 @@ def dispatch_silent_hosts(now: datetime | None = None) -> list[int]:
         return []
     ids = []
     with transaction.atomic():
-        for channel in AlertChannel.objects.filter(enabled=True, failing_since=None):
+        for channel in event_channels():
             if not channel.wants(Trigger.HOST_SILENT, HOST_SILENT_SEVERITY):
                 continue
             fresh = [h for h in hosts if channel.matches_host(h.labels) and AlertThrottle.claim(

@@ -11,9 +11,14 @@ class AlertsConfig(AppConfig):
     verbose_name = "Alerts"
 
     def ready(self) -> None:
-        from alerts.alert_tasks import on_findings_evaluated
+        from django.db.models.signals import post_save
+
+        from alerts.alert_tasks import on_finding_event, on_findings_evaluated
         from alerts.kb_alerts import send_kb_alert
+        from audit.models import FindingEvent
         from audit.signals import findings_evaluated, kb_attention
 
         findings_evaluated.connect(on_findings_evaluated, dispatch_uid="alerts.dispatch")
+        post_save.connect(on_finding_event, sender=FindingEvent,
+                          dispatch_uid="alerts.alertmanager_mute")
         kb_attention.connect(send_kb_alert, dispatch_uid="alerts.kb_attention")

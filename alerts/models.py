@@ -1,4 +1,4 @@
-"""Alert channels, deliveries and throttles (issue 7).
+"""Alert channels, deliveries, throttles and the Alertmanager state.
 
 - :class:`AlertChannel`: where alerts go (kind from :mod:`alerts.transports`), and
   which ones (triggers, minimum severity, host labels, first-report events).
@@ -8,6 +8,8 @@
   :class:`DeliveryAttempt` row with its response code, error and duration.
 - :class:`AlertThrottle`: when a (channel, key) last alerted, so repeats of the
   same (host, rule) inside ``ALERT_THROTTLE_S`` are dropped.
+- :class:`AlertmanagerAlert`: what an Alertmanager channel last posted per finding or
+  host (``alerts.alertmanager_sync``), so a change of labels resolves the old label set.
 """
 
 from __future__ import annotations
@@ -71,8 +73,22 @@ class AlertChannel(models.Model):
     include_initial = models.BooleanField(
         default=False, help_text="Also alert on findings a host has at its first report.")
     enabled = models.BooleanField(default=True)
+    # HTTP client options of Alertmanager channels (alerts.transports.alertmanager): one of
+    # bearer or basic auth, and TLS (a CA bundle to trust, a client certificate and key).
+    bearer_token = models.CharField(max_length=4000, blank=True)
+    basic_username = models.CharField(max_length=200, blank=True)
+    basic_password = models.CharField(max_length=400, blank=True)
+    tls_ca = models.TextField(blank=True, help_text="PEM CA bundle trusted for https "
+                              "(empty: the system's).")
+    tls_client_cert = models.TextField(blank=True, help_text="PEM client certificate.")
+    tls_client_key = models.TextField(blank=True, help_text="PEM private key of the "
+                                      "client certificate (unencrypted).")
     failing_since = models.DateTimeField(null=True, blank=True)
     failure_reason = models.TextField(blank=True)
+    #: Channels that mirror the state (Alertmanager): the end of the last sync that posted
+    #: everything it had to, and the error that stopped the last one ("" when it completed).
+    synced_at = models.DateTimeField(null=True, blank=True)
+    sync_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -101,6 +117,10 @@ class AlertChannel(models.Model):
             raise ValidationError({"triggers": f"unknown triggers: {sorted(unknown)}"})
         if cls.uses_secret and not self.secret:
             self.secret = new_secret()
+        try:
+            cls.validate_client_options(self)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
 
     @property
     def trigger_labels(self) -> list[str]:
@@ -254,3 +274,25 @@ class AlertThrottle(models.Model):
             return False
         return cls.objects.filter(pk=row.pk, last_sent_at__lte=now - window).update(
             last_sent_at=now) == 1
+
+
+class AlertmanagerAlert(models.Model):
+    """One alert an Alertmanager channel holds firing: ``key`` names what it stands for
+    (``finding:<code>`` or ``host:<code>``), ``labels`` the label set last posted (its
+    identity in Alertmanager), ``starts_at`` when it started firing, ``sent_at`` the last
+    successful post and ``ends_at`` the ``endsAt`` posted then."""
+
+    channel = models.ForeignKey(AlertChannel, on_delete=models.CASCADE,
+                                related_name="alertmanager_alerts")
+    key = models.CharField(max_length=100)
+    labels = models.JSONField(default=dict)
+    starts_at = models.DateTimeField()
+    sent_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["channel", "key"],
+                                               name="one_alertmanager_alert_per_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} on {self.channel_id}"

@@ -10,6 +10,7 @@ Slack URL is itself the credential) are shown masked and never rendered back in 
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from django import forms
@@ -24,6 +25,7 @@ from django.views.decorators.http import require_POST
 
 from alerts import alert_tasks
 from alerts.models import AlertChannel, Delivery, Trigger
+from alerts.transports import CLIENT_OPTION_FIELDS
 from alerts.transports.http import mask_url
 from fleet.access import require
 
@@ -33,6 +35,8 @@ LOG_LIMIT = 200
 
 #: Channel kinds whose destination URL is a credential: shown masked, never rendered back.
 URL_KINDS = frozenset({"slack", "webhook"})
+#: Credentials never rendered back in the form (empty on edit keeps the stored value).
+KEPT_SECRETS = ("secret", "bearer_token", "basic_password", "tls_client_key")
 
 
 def _require_admin(request: HttpRequest) -> None:
@@ -83,12 +87,19 @@ class ChannelForm(forms.ModelForm):
     class Meta:
         model = AlertChannel
         fields = ["name", "kind", "destination", "secret", "min_severity", "triggers",
-                  "host_labels", "include_initial", "enabled"]
+                  "host_labels", "include_initial", "enabled", *CLIENT_OPTION_FIELDS]
         widgets = {"destination": forms.TextInput(attrs={"size": 70}),
-                   "secret": forms.PasswordInput(render_value=False,
-                                                 attrs={"size": 50, "autocomplete": "off"})}
+                   **{name: forms.PasswordInput(render_value=False,
+                                                attrs={"size": 50, "autocomplete": "off"})
+                      for name in KEPT_SECRETS},
+                   **{name: forms.Textarea(attrs={"rows": 3, "cols": 64})
+                      for name in ("tls_ca", "tls_client_cert")}}
         help_texts = {"secret": "Webhook channels only; left empty, one is generated "
-                                "(shown once) or, when editing, the current one is kept."}
+                                "(shown once) or, when editing, the current one is kept.",
+                      "bearer_token": "Alertmanager only: bearer token, or",
+                      "basic_username": "Alertmanager only: basic auth user and password.",
+                      "basic_password": "Left empty when editing, the current one is kept.",
+                      "tls_client_key": "Left empty when editing, the current key is kept."}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -107,11 +118,24 @@ class ChannelForm(forms.ModelForm):
             return self.existing.destination
         return value
 
-    def clean_secret(self) -> str:
-        value = self.cleaned_data.get("secret") or ""
+    def _kept(self, name: str) -> str:
+        """A write-only field: empty when editing keeps the stored value."""
+        value = self.cleaned_data.get(name) or ""
         if not value and self.existing is not None:
-            return self.existing.secret
+            return str(getattr(self.existing, name))
         return value
+
+    def clean_secret(self) -> str:
+        return self._kept("secret")
+
+    def clean_bearer_token(self) -> str:
+        return self._kept("bearer_token")
+
+    def clean_basic_password(self) -> str:
+        return self._kept("basic_password")
+
+    def clean_tls_client_key(self) -> str:
+        return self._kept("tls_client_key")
 
 
 @login_required
@@ -137,6 +161,8 @@ def channel_create(request: HttpRequest) -> HttpResponse:
     form = ChannelForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         channel = form.save()
+        if channel.transport().syncs_state:  # backfill: every open finding fires now
+            transaction.on_commit(partial(alert_tasks.enqueue_sync, channel.pk))
         if not channel.transport().uses_secret:
             messages.success(request, f"Channel {channel.name} created; send a test to check it.")
             return redirect("alerts:channels")
@@ -154,6 +180,8 @@ def channel_edit(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
         channel = form.save(commit=False)
         channel.failing_since, channel.failure_reason = None, ""
         channel.save()
+        if channel.transport().syncs_state:
+            transaction.on_commit(partial(alert_tasks.enqueue_sync, channel.pk))
         messages.success(request, f"Channel {channel.name} saved.")
         return redirect("alerts:channels")
     return render(request, "alerts/channel_form.html", {"form": form, "channel": channel})

@@ -4,6 +4,10 @@ Every reader records the name it read in :data:`READ`, so tests can check that
 ``.env.example`` and ``docker-compose.yml`` set only variables the settings know.
 A malformed value raises :class:`django.core.exceptions.ImproperlyConfigured`
 naming the variable, so a wrong deployment fails at start, not at first use.
+
+Any variable may instead be given as ``NAME_FILE``: the path of a file holding the value
+(Docker and Compose secrets are mounted as files under ``/run/secrets``), read when ``NAME``
+itself is unset or empty. A ``NAME_FILE`` that cannot be read is an error naming it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,13 @@ def _raw(name: str) -> str | None:
     if name not in READ:
         READ.append(name)
     value = os.environ.get(name)
+    if (value is None or value.strip() == "") and os.environ.get(f"{name}_FILE", "").strip():
+        path = os.environ[f"{name}_FILE"].strip()
+        try:
+            with open(path, encoding="utf-8") as handle:
+                value = handle.read()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE: cannot read {path}: {exc}") from None
     return None if value is None or value.strip() == "" else value.strip()
 
 

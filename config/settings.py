@@ -9,6 +9,7 @@ system check ``fleet.E001`` and makes ``config/wsgi.py`` refuse to start.
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
@@ -149,12 +150,12 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = DEBUG
 
-#: True only when a reverse proxy we run (compose's nginx) is the sole way in: then its
-#: X-Forwarded-Proto and X-Real-IP headers are trusted. Never with gunicorn exposed.
+#: True only when a reverse proxy we run (compose's Caddy, an Ingress) is the sole way in:
+#: then its X-Forwarded-Proto and X-Real-IP headers are trusted. Never with gunicorn exposed.
 BEHIND_PROXY = env_bool("BEHIND_PROXY", False)
 if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-#: An https SITE_URL means TLS in front (compose's nginx): secure cookies, HSTS (one year,
+#: An https SITE_URL means TLS in front (compose's Caddy): secure cookies, HSTS (one year,
 #: check --deploy's W004/W005/W021) and a redirect of plain http to https (W008). The
 #: health check that compose runs over plain http inside the container is exempt.
 HTTPS = SITE_URL.startswith("https://")
@@ -279,6 +280,18 @@ ALERT_RETRY_MAX_S = min(env_int("ALERT_RETRY_MAX_S", 300, minimum=1),
                         CELERY_VISIBILITY_TIMEOUT_MINUTES * 30)
 #: A claimed delivery is taken over after this (above the send task's 90 s time limit).
 ALERT_CLAIM_LEASE_S = env_int("ALERT_CLAIM_LEASE_S", 120, minimum=91)
+#: Alertmanager channels re-post their open alerts this often (seconds), each with endsAt
+#: 4 intervals ahead (alerts.alertmanager_sync; Prometheus' own resend delay is 1 minute).
+ALERTMANAGER_RESEND_S = env_int("ALERTMANAGER_RESEND_S", 60, minimum=1)
+#: Life of an Alertmanager channel's test alert (seconds); it then resolves itself.
+ALERTMANAGER_TEST_ALERT_S = env_int("ALERTMANAGER_TEST_ALERT_S", 300, minimum=1)
+#: Host labels copied onto alerts and Prometheus series (bounded: only these keys).
+FLEET_EXPORTED_HOST_LABELS = env_list("FLEET_EXPORTED_HOST_LABELS", ["env", "team"])
+for _name in FLEET_EXPORTED_HOST_LABELS:  # Prometheus' label-name syntax, reserved __ excluded
+    if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", _name) or _name.startswith("__"):
+        raise ImproperlyConfigured(f"FLEET_EXPORTED_HOST_LABELS: {_name!r} is not a label name")
+CELERY_BEAT_SCHEDULE["alerts-alertmanager-sync"] = {"task": "alerts.sync_alertmanager",
+                                                    "schedule": float(ALERTMANAGER_RESEND_S)}
 
 # Email through Django's framework; the demo uses the file backend under var/mail.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")

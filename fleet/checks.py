@@ -31,7 +31,8 @@ def check_https_behind_proxy(app_configs: Any = None, **kwargs: Any) -> list[War
     if getattr(settings, "HTTPS", False) and not getattr(settings, "BEHIND_PROXY", False):
         return [Warning("SITE_URL is https but BEHIND_PROXY is false: every request would "
                         "look like plain http and be redirected to https again.",
-                        hint="Run behind compose's nginx and set BEHIND_PROXY=true (only "
+                        hint="Run behind compose's Caddy proxy (deploy/Caddyfile) or an Ingress "
+                             "and set BEHIND_PROXY=true (only "
                              "when the proxy is the sole way to reach gunicorn).",
                         id="fleet.W001")]
     return []

@@ -23,7 +23,7 @@ def future_cutoff(now: datetime | None = None) -> datetime:
     """Latest believable report time: now + ``settings.COLLECTED_AT_MAX_AHEAD_S`` (clock skew).
 
     Ingest refuses later ``collected_at`` values (422); a stored time past this cutoff (kept
-    from before that check) must not hide newer reports (issue 16 item 4).
+    from before that check) must not hide newer reports.
     """
     from django.conf import settings
 
@@ -107,11 +107,19 @@ class Host(models.Model):
         return ", ".join(f"{n}x {name}" for name, n in sorted(counts.items()))
 
 
+#: Most machines one enrollment secret may enroll: an autoscaled node pool's lifetime of new
+#: nodes (a pool of 1,000 nodes replaced daily for years stays below it).
+MAX_SECRET_USES = 1_000_000
+#: Longest lifetime of an enrollment secret, hours (5 years: a node pool's secret is rotated
+#: deliberately, never by surprise).
+MAX_SECRET_TTL_H = 5 * 365 * 24
+
+
 class EnrollmentSecret(models.Model):
     """A shared secret agents present to obtain a host token. Stored as sha256.
 
     A secret enrolls at most ``max_uses`` machines and only until ``expires_at``; revoking it
-    revokes every token it minted (issue 16 item 3: a leaked secret must not keep its hosts).
+    revokes every token it minted (a leaked secret must not keep its hosts).
     """
 
     name = models.CharField(max_length=100)
@@ -132,16 +140,22 @@ class EnrollmentSecret(models.Model):
         """Create a secret; returns ``(row, plaintext)``. The plaintext is never stored.
 
         ``max_uses`` (default ``settings.ENROLL_SECRET_MAX_USES``) enrollments, valid for
-        ``valid_for`` (default ``settings.ENROLL_SECRET_TTL_H`` hours).
+        ``valid_for`` (default ``settings.ENROLL_SECRET_TTL_H`` hours). ValueError when
+        either is outside 1..:data:`MAX_SECRET_USES` / 1 h..:data:`MAX_SECRET_TTL_H` h.
         """
         from django.conf import settings
 
         plaintext = "fes_" + secrets.token_urlsafe(24)
         ttl = valid_for if valid_for is not None else timedelta(
             hours=settings.ENROLL_SECRET_TTL_H)
+        max_uses = max_uses if max_uses is not None else settings.ENROLL_SECRET_MAX_USES
+        if not 1 <= max_uses <= MAX_SECRET_USES:
+            raise ValueError(f"uses must be 1 to {MAX_SECRET_USES}, not {max_uses}")
+        if not timedelta(hours=1) <= ttl <= timedelta(hours=MAX_SECRET_TTL_H):
+            raise ValueError(f"a secret is valid 1 to {MAX_SECRET_TTL_H} hours (5 years)")
         row = cls.objects.create(
             name=name, secret_hash=sha256_hex(plaintext), expires_at=timezone.now() + ttl,
-            max_uses=max_uses if max_uses is not None else settings.ENROLL_SECRET_MAX_USES)
+            max_uses=max_uses)
         return row, plaintext
 
     @classmethod
@@ -179,7 +193,7 @@ class AgentToken(models.Model):
 
     ``pending``: issued by re-enrolling a machine that still had a live token; it works only
     once an admin approves it in Settings (which revokes the older tokens), so an enrollment
-    secret alone cannot take over an existing host (issue 16 item 3).
+    secret alone cannot take over an existing host.
     """
 
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="tokens")
@@ -267,7 +281,7 @@ class Report(models.Model):
     derived_at = models.DateTimeField(null=True, blank=True)
     evaluation_error = models.TextField(blank=True)
     #: Evaluations of this report that raised; the sweep stops retrying at
-    #: ``audit.evaluation.MAX_EVALUATION_ATTEMPTS`` (issue 16 item 6).
+    #: ``audit.evaluation.MAX_EVALUATION_ATTEMPTS``.
     evaluation_attempts = models.PositiveSmallIntegerField(default=0)
     #: Kept past the retention window: the version, flags, template or GPUs changed.
     keep = models.BooleanField(default=False)
@@ -323,11 +337,11 @@ class Server(models.Model):
     #: (``audit.kb.metrics.MetricSnapshot.to_json``), for per-interval deltas.
     last_metrics_snapshot = models.JSONField(null=True, blank=True)
     last_metrics_at = models.DateTimeField(null=True, blank=True)
-    #: The slot's current failed start (issue 20), None while it runs or was never seen failing:
+    #: The slot's current failed start, None while it runs or was never seen failing:
     #: ``{"entry": <wire FailedStart>, "first_seen", "last_seen": ISO time, "report_id",
     #: "observations": [[ISO time, cumulative restarts], ...]}`` (fleet.recording).
     failed_start = models.JSONField(null=True, blank=True)
-    #: The Kubernetes pod of the current process (issue 18), the wire's ``servers[].kubernetes``:
+    #: The Kubernetes pod of the current process, the wire's ``servers[].kubernetes``:
     #: ``{"namespace", "pod", "container", "pod_uid"}`` (parts may be null); None off Kubernetes.
     kubernetes = models.JSONField(null=True, blank=True)
 
@@ -466,7 +480,7 @@ class GpuSample(models.Model):
 
 
 class ProbePolicy(models.Model):
-    """Opt-in live probes (issue 17) for one server of a host, or every server of it.
+    """Opt-in live probes for one server of a host, or every server of it.
 
     Off by default: no row, no probe. ``server_identity`` blank means every server of the
     host. ``names`` lists probe names (``fleet_agent.schema.PROBE_NAMES``). ``interval_s``:
@@ -474,7 +488,7 @@ class ProbePolicy(models.Model):
     ``last_requested``: ``{server identity: ISO time}`` of the last request sent to the agent.
     """
 
-    #: One probe run per server per hour at most (issue 17: probes are rare and tiny).
+    #: One probe run per server per hour at most (probes are rare and tiny).
     MIN_PROBE_INTERVAL_S = 3600
     #: At most a year between two runs: longer means off, and ``interval_s`` is a PostgreSQL
     #: integer (2**31 - 1 s) that ``596524`` hours already overflowed.

@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print the report as JSON instead of delivering it")
     run = sub.add_parser("run", parents=[common], help="collect and deliver every interval")
     run.add_argument("--cycles", type=int, help=argparse.SUPPRESS)  # tests: stop after N
+    run.add_argument("--heartbeat-file", metavar="PATH",
+                     default=os.environ.get("FLEET_AGENT_HEARTBEAT_FILE") or None,
+                     help="touch PATH after every cycle, for a liveness check "
+                          "(env FLEET_AGENT_HEARTBEAT_FILE)")
     probe_cmd = sub.add_parser("probe", parents=[common],
                                help="run the live probes once against the local servers")
     probe_cmd.add_argument("--print", dest="print_only", action="store_true", required=True,
@@ -175,7 +179,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    """Run the probes once (issue 17) and print ``[{"server", "base_url", "probes"}]``."""
+    """Run the probes once and print ``[{"server", "base_url", "probes"}]``."""
     agent, _ = _load_agent(args)
     key = probes.slot_of(args.server, []) if args.server else probes.ALL_SERVERS
     agent.probe_requests = {key: list(args.names)}
@@ -195,7 +199,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               "(reports are spooled meanwhile)", file=sys.stderr)
     stop = threading.Event()
     runner.install_signal_handlers(stop)
-    return runner.run_forever(agent, stop, max_cycles=args.cycles)
+    heartbeat = Path(args.heartbeat_file) if args.heartbeat_file else None
+    return runner.run_forever(agent, stop, max_cycles=args.cycles, heartbeat=heartbeat)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -30,9 +30,9 @@ class Agent:
     memory: failed_starts.ProcessMemory = field(default_factory=failed_starts.ProcessMemory)
     #: Failed-start sources to read instead of this machine's (the simulator's fake systemd).
     sources: failed_starts.Sources | None = None
-    #: Live probes asked for by the dashboard's last answers (issue 17), run next cycle.
+    #: Live probes asked for by the dashboard's last answers, run next cycle.
     probe_requests: dict[str, list[str]] = field(default_factory=dict)
-    #: Last probe results per server identity, re-sent with each report (issue 17).
+    #: Last probe results per server identity, re-sent with each report.
     probe_memory: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def state(self) -> StateFile:
@@ -129,10 +129,30 @@ def install_signal_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
-def run_forever(agent: Agent, stop: threading.Event, max_cycles: int | None = None) -> int:
-    """Cycle every ``interval_s`` seconds until ``stop`` is set; the spool stays on disk."""
+def beat(path: Path | None) -> None:
+    """Touch the heartbeat file ``path`` (create it, or set its mtime to now).
+
+    Written at start-up and at the end of every cycle, failed ones included: a cycle that
+    raised still shows a loop that runs, while a hung one (a read that never returns) stops
+    the heartbeat. A liveness check compares the file's age with a few intervals (the
+    DaemonSet's exec probe: deploy/kubernetes/agent). An unwritable path is logged, never
+    fatal.
+    """
+    if path is None:
+        return
+    try:
+        path.touch()  # an existing file gets its mtime set to now
+    except OSError as exc:
+        log.warning("cannot write the heartbeat file %s: %s", path, exc)
+
+
+def run_forever(agent: Agent, stop: threading.Event, max_cycles: int | None = None,
+                heartbeat: Path | None = None) -> int:
+    """Cycle every ``interval_s`` seconds until ``stop`` is set; the spool stays on disk.
+    ``heartbeat``: a file touched after each cycle (:func:`beat`)."""
     deliverer = agent.deliverer(stop)
     cycles = 0
+    beat(heartbeat)  # started: a first cycle that hangs ages it like any other
     try:
         while not stop.is_set():
             started = time.monotonic()
@@ -142,6 +162,7 @@ def run_forever(agent: Agent, stop: threading.Event, max_cycles: int | None = No
             except Exception:  # one bad cycle must not end the agent
                 log.exception("cycle failed")
                 agent.state().update(last_error=datetime.now(timezone.utc).isoformat())
+            beat(heartbeat)
             cycles += 1
             if max_cycles is not None and cycles >= max_cycles:
                 break

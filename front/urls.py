@@ -12,6 +12,7 @@ urlpatterns = [
     path("hosts/<uuid:code>/probes/", views_probes.probe_policy, name="probe_policy"),
     path("settings/", views_settings.settings_index, name="settings"),
     path("settings/secrets/", views_settings.secret_create, name="secret_create"),
+    path("settings/secrets/<int:pk>/", views_settings.secret_detail, name="secret_detail"),
     path("settings/secrets/<int:pk>/revoke/", views_settings.secret_revoke,
          name="secret_revoke"),
     path("settings/enrollments/<int:pk>/<str:decision>/", views_settings.enrollment_decide,

@@ -25,7 +25,7 @@ from audit.models import SEVERITY_ORDER, Finding
 from audit.rulebook import current_knowledge_base
 from fleet import probes as fleet_probes
 from fleet.access import can
-from fleet.models import ChangeEvent, Host, MetricSample, Report, Server
+from fleet.models import ChangeEvent, Gpu, Host, MetricSample, Report, Server
 from fleet.recording import server_identity
 from fleet_agent.schema import ServerInfo
 from front import views_charts as charts
@@ -149,7 +149,7 @@ def _server_block(server: Server, report: Report | None, findings: list[Finding]
         "recommendation": recommendation_for(entry, report),
         "charts": charts.server_charts(server.pk, series, missing, baseline, spec),
         "missing": missing, "failed": failed_start_block(server, report, findings),
-        "probes": probe_rows(ctx, server),  # issue 17: last live-probe results
+        "probes": probe_rows(ctx, server),  # last live-probe results
     }
 
 
@@ -163,10 +163,17 @@ def probe_rows(ctx: dict[str, Any] | None, server: Server) -> dict[str, Any]:
 
 
 #: Servers and GPUs drawn on one host page (running servers first): a report holds at most
-#: MAX_SERVERS/MAX_GPUS, but stopped servers accumulate; the page stays bounded (issue 16
-#: item 7: 3,000 servers made it 41 MB).
+#: MAX_SERVERS/MAX_GPUS, but stopped servers accumulate; the page stays bounded
+#: (3,000 servers once made it 41 MB).
 HOST_PAGE_SERVERS = 64
 HOST_PAGE_GPUS = 64
+
+
+def amd_driver_version(gpus: list[Gpu]) -> str:
+    """The amdgpu driver version AMD SMI reported, as stored on the host's AMD GPUs (those
+    with a gfx target; ``fleet.recording`` keeps the host's driver on each GPU), or ""."""
+    return next((g.driver_version for g in gpus if g.gfx_arch and g.driver_version), "")
+
 
 @login_required
 def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
@@ -210,7 +217,7 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     return render(request, "front/host_detail.html", {
         "todo": what_to_do(blocks),
         "host": host, "now": now, "status": host_status(host, now), "gpus": gpus,
-        "servers": blocks, "hidden_servers": hidden_servers,
+        "amd_driver": amd_driver_version(gpus), "servers": blocks, "hidden_servers": hidden_servers,
         "host_events": events.get(None, []), "window": window,
         "windows": list(charts.WINDOWS), "host_charts": host_charts, "chart_data": chart_data,
         "can_operate": can(request.user, "acknowledge"),
@@ -219,7 +226,7 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     })
 
 
-#: Findings the host page's summary names (issue 13.7: "the three findings that matter").
+#: Findings the host page's summary names ("the three findings that matter").
 TODO_FINDINGS = 3
 
 
@@ -241,7 +248,7 @@ def what_to_do(blocks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _failed_start_errors(host: Host, reports: dict[int, Report]) -> list[str]:
-    """Failed-start sources the newest report could not read (issue 20)."""
+    """Failed-start sources the newest report could not read."""
     newest = max(reports.values(), key=lambda r: r.collected_at, default=None)
     if newest is None or newest.collected_at != host.last_collected_at:
         newest = Report.objects.filter(host=host).order_by("-collected_at").first()

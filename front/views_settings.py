@@ -20,7 +20,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from fleet.access import ROLES, permits, role_of, set_role
-from fleet.models import AgentToken, EnrollmentSecret
+from fleet.models import MAX_SECRET_TTL_H, MAX_SECRET_USES, AgentToken, EnrollmentSecret
 
 TOKENS_PER_PAGE = 100
 
@@ -30,8 +30,8 @@ class SecretForm(forms.Form):
     enroll and for how many hours."""
 
     name = forms.CharField(max_length=100)
-    max_uses = forms.IntegerField(min_value=1, max_value=10000, required=False)
-    valid_hours = forms.IntegerField(min_value=1, max_value=24 * 365, required=False)
+    max_uses = forms.IntegerField(min_value=1, max_value=MAX_SECRET_USES, required=False)
+    valid_hours = forms.IntegerField(min_value=1, max_value=MAX_SECRET_TTL_H, required=False)
 
 
 class UserForm(forms.Form):
@@ -82,6 +82,7 @@ def _page(request: HttpRequest, **extra: Any) -> HttpResponse:
         "tokens": Paginator(tokens, TOKENS_PER_PAGE).get_page(request.GET.get("page")),
         "users": [(u, role_of(u)) for u in users[:500]], "roles": ROLES, "q": q,
         "secret_form": SecretForm(), "user_form": UserForm(),
+        "max_secret_uses": MAX_SECRET_USES, "max_secret_hours": MAX_SECRET_TTL_H,
     }
     context.update(extra)
     return render(request, "front/settings.html", context)
@@ -107,6 +108,19 @@ def secret_create(request: HttpRequest) -> HttpResponse:
         form.cleaned_data["name"], max_uses=form.cleaned_data.get("max_uses"),
         valid_for=timedelta(hours=hours) if hours else None)
     return _page(request, new_secret=plaintext, new_secret_row=row)
+
+
+@never_cache
+@permits("manage_secrets")
+def secret_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """What one enrollment secret enrolled: every token it minted, with its host, when,
+    from where, and whether it is live, pending approval or revoked (newest first)."""
+    secret = get_object_or_404(EnrollmentSecret, pk=pk)
+    tokens = (secret.tokens.select_related("host").order_by("-created_at", "-pk"))
+    page = Paginator(tokens, TOKENS_PER_PAGE).get_page(request.GET.get("page"))
+    hosts = secret.tokens.values("host").distinct().count()
+    return render(request, "front/secret_detail.html",
+                  {"secret": secret, "tokens": page, "hosts": hosts})
 
 
 @permits("manage_secrets")

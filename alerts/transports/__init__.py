@@ -24,6 +24,16 @@ class AlertChannel(Protocol):
 
     destination: str
     secret: str
+    bearer_token: str
+    basic_username: str
+    basic_password: str
+    tls_ca: str
+    tls_client_cert: str
+    tls_client_key: str
+
+#: Channel fields only transports with ``client_options`` accept (HTTP auth and TLS).
+CLIENT_OPTION_FIELDS = ("bearer_token", "basic_username", "basic_password", "tls_ca",
+                        "tls_client_cert", "tls_client_key")
 
 #: Version tag of the JSON the webhook transport posts (and Delivery.message stores).
 MESSAGE_SCHEMA = "fleet-audit.alert/v1"
@@ -128,6 +138,11 @@ class Transport:
     destination_help: ClassVar[str] = ""
     #: Whether the channel needs a signing secret (generated when blank).
     uses_secret: ClassVar[bool] = False
+    #: Whether the channel takes HTTP auth and TLS client options (CLIENT_OPTION_FIELDS).
+    client_options: ClassVar[bool] = False
+    #: True for a channel that mirrors the open findings' state (Alertmanager) instead of
+    #: receiving finding events: the event dispatch skips it (alerts.alertmanager_sync).
+    syncs_state: ClassVar[bool] = False
 
     def __init__(self, channel: AlertChannel) -> None:
         self.channel = channel
@@ -138,6 +153,16 @@ class Transport:
         if not destination.strip():
             raise ValueError("a destination is required")
         return destination.strip()
+
+    @classmethod
+    def validate_client_options(cls, channel: AlertChannel) -> None:
+        """Raise ``ValueError`` with a reason when ``channel``'s auth/TLS options are set
+        but this kind takes none (kinds with ``client_options`` check their values)."""
+        if not cls.client_options:
+            given = [f for f in CLIENT_OPTION_FIELDS if getattr(channel, f, "")]
+            if given:
+                raise ValueError(f"{cls.label or cls.kind} channels take no "
+                                 f"{', '.join(given)}")
 
     def notify(self, message: AlertMessage) -> int | None:
         """Send ``message``; return the response code, raise :class:`TransportError`."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import email.utils
 import ipaddress
 import socket
+import ssl
 from datetime import UTC, datetime
 from urllib.parse import urlsplit, urlunsplit
 
@@ -155,14 +156,16 @@ def pinned_request(url: str) -> tuple[str, dict[str, str], dict[str, str]]:
     return urlunsplit(parts._replace(netloc=netloc)), {"Host": host_header}, extensions
 
 
-def post(url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+def post(url: str, body: bytes, headers: dict[str, str],
+         verify: ssl.SSLContext | bool = True) -> httpx.Response:
     """POST ``body`` to ``url`` once, with timeouts and no redirects, to a checked address.
 
     Proxy environment variables are ignored (``trust_env=False``): a proxy would resolve
     the name itself and defeat the check. Returns the 2xx response. Raises
     TransportError: permanent for refused destinations, redirects and 4xx other than
     408/425/429; transient (with ``retry_after`` when the receiver sent one) for
-    timeouts, connection errors, 408/425/429 and 5xx.
+    timeouts, connection errors, 408/425/429 and 5xx. ``verify``: an SSL context (a
+    channel's own CA and client certificate) or True for the system's trust store.
     """
     try:
         target, pinned_headers, extensions = pinned_request(url)
@@ -170,7 +173,8 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
         raise TransportError(f"destination refused: {exc}", permanent=True) from None
     timeout = float(getattr(settings, "ALERT_HTTP_TIMEOUT_S", DEFAULT_HTTP_TIMEOUT_S))
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False,
+                          verify=verify) as client:
             request = client.build_request("POST", target, content=body,
                                            headers={**headers, **pinned_headers},
                                            extensions=extensions)

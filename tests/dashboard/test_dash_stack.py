@@ -1,4 +1,4 @@
-"""The stacks fleets run (issue 18) on the dashboard: servers in Kubernetes pods (stored,
+"""The stacks fleets run on the dashboard: servers in Kubernetes pods (stored,
 shown and filtered on the overview by namespace and pod, named on the host page) and AMD
 hosts (gfx target stored and shown, ROCm rules applied)."""
 
@@ -60,7 +60,7 @@ def test_a_bad_pod_name_is_a_4xx_naming_the_field(enrolled, post_report, make_re
 
 def test_an_amd_host_shows_its_gfx_target_and_gets_the_rocm_rules(
         client, enrolled, post_report, make_report, role_user):
-    """Issue 18: an AMD node's report (GPUs read through AMD SMI) is stored with its gfx
+    """An AMD node's report (GPUs read through AMD SMI) is stored with its gfx
     target and judged by the ROCm rules of the knowledge base."""
     from audit.evaluation import evaluate_report
     from audit.models import Finding
@@ -83,3 +83,5 @@ def test_an_amd_host_shows_its_gfx_target_and_gets_the_rocm_rules(
     client.force_login(role_user("viewer"))
     page = client.get(f"/hosts/{host.code}/").content.decode()
     assert "gfx942" in page and "cc gfx942" not in page
+    assert "<dt>AMD driver</dt><dd>amdgpu 6.10.5</dd>" in page
+    assert "Driver / CUDA" not in page  # no NVIDIA driver on this node

@@ -1,4 +1,4 @@
-"""``GET /metrics`` (issue 18): Prometheus scrapes the fleet's findings, hosts, versions,
+"""``GET /metrics``: Prometheus scrapes the fleet's findings, hosts, versions,
 pending upgrades, evaluation lag and alert failures, behind a bearer token."""
 
 from __future__ import annotations
@@ -139,3 +139,50 @@ def test_the_finding_series_are_capped_worst_first_with_exact_totals(client, fle
     assert dropped.value == total - 2
     totals = samples["fleet_audit_open_findings_by_severity"]
     assert sum(s.value for s in totals) == total
+
+
+def test_muted_findings_carry_their_status_and_hosts_their_exported_labels(client, fleet):
+    active = list(Finding.objects.active().order_by("pk")[:3])
+    acked, silenced, lapsed = active
+    acked.acknowledge(None, "known")
+    silenced.silence(None, timezone.now() + timedelta(hours=1), "maintenance")
+    Finding.objects.filter(pk=lapsed.pk).update(
+        status="silenced", silenced_until=timezone.now() - timedelta(minutes=1))
+    Host.objects.filter(pk=acked.host_id).update(
+        labels={"env": "prod", "team": "ml", "rack": "r7"})
+    samples = scrape(client)
+    status = {s.labels["finding_id"]: s.labels["status"]
+              for s in samples["fleet_audit_open_findings"]}
+    assert status[str(acked.code)] == "acknowledged"
+    assert status[str(silenced.code)] == "silenced"
+    assert status[str(lapsed.code)] == "open"  # the silence ran out: it alerts again
+    [row] = [s for s in samples["fleet_audit_open_findings"]
+             if s.labels["finding_id"] == str(acked.code)]
+    assert row.labels["env"] == "prod" and row.labels["team"] == "ml"
+    assert "rack" not in row.labels  # only FLEET_EXPORTED_HOST_LABELS: bounded
+
+
+def test_each_offline_host_is_named_with_the_site_url(client, fleet, settings):
+    settings.SITE_URL = "https://fleet.example.com"
+    host = Host.objects.order_by("pk").first()
+    Host.objects.filter(pk=host.pk).update(last_seen=timezone.now() - timedelta(days=1))
+    samples = scrape(client)
+    assert [s.labels["host"] for s in samples["fleet_audit_host_offline"]] == [host.hostname]
+    (site,) = samples["fleet_audit_site_info"]
+    assert site.labels["url"] == "https://fleet.example.com"
+
+
+def test_the_age_of_each_alertmanager_sync_is_exported(client, db, settings):
+    settings.PROMETHEUS_TOKEN = TOKEN
+    now = timezone.now()
+    AlertChannel.objects.create(kind="alertmanager", name="am-ok",
+                                destination="http://am:9093", synced_at=now)
+    AlertChannel.objects.create(kind="alertmanager", name="am-stuck",
+                                destination="http://am:9093",
+                                synced_at=now - timedelta(minutes=30))
+    AlertChannel.objects.create(kind="alertmanager", name="am-off", enabled=False,
+                                destination="http://am:9093")
+    ages = {s.labels["channel"]: s.value
+            for s in scrape(client)["fleet_audit_alertmanager_sync_age_seconds"]}
+    assert set(ages) == {"am-ok", "am-stuck"}  # a disabled channel owes no sync
+    assert ages["am-ok"] < 60 and 30 * 60 <= ages["am-stuck"] < 31 * 60

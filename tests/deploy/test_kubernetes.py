@@ -1,5 +1,5 @@
 """The agent's DaemonSet validates against the Kubernetes versions in support and keeps the
-privileges the agent needs and no others (``deploy/kubernetes/fleet-agent-daemonset.yaml``).
+privileges the agent needs and no others (``deploy/kubernetes/agent/fleet-agent-daemonset.yaml``).
 
 Schemas come with ``kubernetes-validate`` (no network); the supported versions are the four
 newest minors it ships (Kubernetes supports the three newest minors, one more is kept for
@@ -15,7 +15,8 @@ import yaml
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")  # the `test` extra has it
 
-MANIFEST = Path(__file__).resolve().parents[2] / "deploy/kubernetes/fleet-agent-daemonset.yaml"
+MANIFEST = (Path(__file__).resolve().parents[2]
+            / "deploy/kubernetes/agent/fleet-agent-daemonset.yaml")
 
 
 def supported_versions() -> list[str]:

@@ -42,6 +42,8 @@ def test_check_deploy_is_clean_with_production_settings_behind_the_proxy():
 def test_check_deploy_warns_when_https_is_not_behind_the_proxy():
     done = _run({**PRODUCTION, "BEHIND_PROXY": "false"}, "manage.py", "check", "--deploy")
     assert "fleet.W001" in done.stdout + done.stderr
+    assert "Caddy" in done.stdout + done.stderr  # the proxy compose runs (no nginx there)
+    assert "nginx" not in done.stdout + done.stderr
 
 
 def test_proxy_headers_are_trusted_only_when_the_setting_says_so():

@@ -51,7 +51,7 @@ def test_a_fresh_clone_without_any_environment_runs_commands_but_flags_the_secre
 
 
 def test_the_env_example_placeholder_secret_key_is_refused_like_a_missing_one():
-    """Issue 13.3: copying .env.example unchanged must not pass ``check``."""
+    """Copying .env.example unchanged must not pass ``check``."""
     from pathlib import Path
 
     example = (Path(__file__).resolve().parents[2] / ".env.example").read_text()
@@ -103,3 +103,21 @@ def test_a_malformed_value_stops_the_start_naming_the_variable(variable, value):
     result = run_manage({"DEBUG": "true", variable: value}, "check")
     assert result.returncode != 0
     assert f"ImproperlyConfigured: {variable}" in result.stderr
+
+
+def test_a_secret_can_come_from_a_file_as_compose_secrets_mount_it(tmp_path):
+    key = tmp_path / "secret_key"
+    key.write_text("k" * 50 + "\n")
+    assert run_manage({"SECRET_KEY_FILE": str(key)}, "check").returncode == 0
+    url = tmp_path / "database_url"
+    url.write_text("postgres://fleet:s3cret@db:5432/fleet_audit\n")
+    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; "
+            "django.setup(); from django.conf import settings as s; "
+            "print(s.DATABASES['default']['PASSWORD'], 'DATABASE_URL_FILE' in s.ENV_VARS_READ)")
+    clean = {"PATH": os.environ["PATH"], "HOME": "/tmp", "DEBUG": "true",
+             "DATABASE_URL_FILE": str(url)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean,
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["s3cret", "False"], result.stderr
+    missing = run_manage({"SECRET_KEY_FILE": str(tmp_path / "absent")}, "check")
+    assert missing.returncode != 0 and "SECRET_KEY_FILE: cannot read" in missing.stderr
