@@ -48,7 +48,7 @@ agent-lock:
 
 # The dashboard image's dependencies (Dockerfile: pip install --require-hashes), the same way.
 server-lock:
-	$(UV) pip compile pyproject.toml --extra server --universal --python-version 3.11 \
+	$(UV) pip compile pyproject.toml --extra server --extra perf --universal --python-version 3.11 \
 		--generate-hashes --index-url https://pypi.org/simple \
 		--custom-compile-command 'make server-lock' -o server-requirements.lock
 
