@@ -22,6 +22,7 @@ from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
 from audit.kb.gpus import gpu_context
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
 from audit.kb.probes import probes_block
+from audit.kb.servermodel import server_model
 from audit.kb.templates import template_context
 from audit.kb.versions import parse_version, version_tuple
 from audit.kb.vllm_tables import table_release
@@ -329,7 +330,8 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     Args: ``server`` — one element of ``report["servers"]``; ``report`` — the whole contract
     report; ``history`` — previous reports of the same host, oldest first.
     Returns a JSON-able dict with keys ``vllm``, ``flags``, ``flags_meta``, ``model``,
-    ``gpu``, ``template``, ``metrics``, ``geometry``, ``host``, ``server``. Never raises on
+    ``gpu``, ``memory``, ``server_model`` (audit.kb.servermodel: the engine's capacity figures
+    first), ``template``, ``metrics``, ``geometry``, ``host``, ``probes``, ``server``. Never raises on
     malformed argv or metrics; problems are listed in ``flags_meta.errors`` /
     ``metrics.errors``.
     """
@@ -366,13 +368,17 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     model["attention"] = attention_block(
         flags.get("attention_backend"), model["arch"], gpu.get("cc"),
         flags.get("kv_cache_dtype"), vllm["version"])
-    memory = memory_block(model, flags, tp=tp, pp=pp, gpu=gpu,
-                          engine_cache=_engine_cache(server), row=row)
+    cache = _engine_cache(server)
+    memory = memory_block(model, flags, tp=tp, pp=pp, gpu=gpu, engine_cache=cache, row=row)
+    metrics = metrics_block(server, report, history, vllm["restarted"])
     return {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
         "memory": memory,
+        "server_model": server_model(flags=flags, sources=meta["sources"], model=model,
+                                     geometry=geometry, memory=memory, metrics=metrics,
+                                     cache=cache, cards=server.get("models")),
         "template": template_context(server.get("chat_template")),
-        "metrics": metrics_block(server, report, history, vllm["restarted"]),
+        "metrics": metrics,
         "geometry": geometry, "host": host_block(report),
         "probes": probes_block(server),  # issue 17: last live-probe results
         "server": {"pid": server.get("pid"), "base_url": server.get("base_url"),

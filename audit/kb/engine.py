@@ -65,8 +65,9 @@ KINDS = frozenset({"known_issue", "ceiling", "pitfall", "template", "metric", "m
 CADENCES = frozenset({"config", "metrics"})
 TOP_LEVEL = frozenset(
     {"vllm", "flags", "flags_meta", "model", "gpu", "template", "metrics", "geometry", "host",
-     "memory", "server", "probes"}  # memory: issue 11 per-GPU budget (audit/kb/memory.py);
-    # probes: issue 17 live-probe results (audit/kb/probes.py)
+     "memory", "server", "probes", "server_model"}
+    # memory: per-GPU budget (audit/kb/memory.py); probes: live-probe results
+    # (audit/kb/probes.py); server_model: capacity, engine figures first (servermodel.py)
 )
 REQUIRED_FIELDS = frozenset(
     {"id", "title", "kind", "severity", "cadence", "condition", "message", "remediation",
