@@ -331,8 +331,8 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     report; ``history`` — previous reports of the same host, oldest first.
     Returns a JSON-able dict with keys ``vllm``, ``flags``, ``flags_meta``, ``model``,
     ``gpu``, ``memory``, ``server_model`` (audit.kb.servermodel: the engine's capacity figures
-    first), ``template``, ``metrics``, ``geometry``, ``host``, ``probes``, ``server``. Never raises on
-    malformed argv or metrics; problems are listed in ``flags_meta.errors`` /
+    first), ``template``, ``metrics``, ``geometry``, ``host``, ``probes``, ``server``.
+    Never raises on malformed argv or metrics; problems are listed in ``flags_meta.errors`` /
     ``metrics.errors``.
     """
     argv = server.get("argv") or []
