@@ -75,8 +75,10 @@ REQUIRED_FIELDS = frozenset(
 )
 OPTIONAL_FIELDS = frozenset(
     {"escalate", "evidence", "fixed_in", "confirmed_upstream", "checklist", "applies",
-     "needs", "log_signatures", "families", "supersedes"}
+     "needs", "log_signatures", "families", "supersedes", "steer"}
 )
+#: ``steer.direction``: what the recommended command does to ``steer.flag``.
+STEER_DIRECTIONS = frozenset({"lower", "raise", "set", "off"})
 #: Bounds of ``log_signatures`` (issue 20): patterns per rule and characters per pattern.
 MAX_SIGNATURES = 10
 MAX_SIGNATURE_CHARS = 200
@@ -120,6 +122,9 @@ class FindingResult:
     references: list[str]
     evidence: dict[str, Any]
     checklist: list[str] = field(default_factory=list)
+    #: The rule's ``steer`` evaluated on this server: ``{"flag", "direction", "value"}``
+    #: (the recommender follows it: advice.recommend.steer), or None.
+    steer: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as the dict printed by ``audit_snapshot``."""
@@ -177,6 +182,9 @@ class Rule:
     #: Rule ids this rule replaces when both fire on one server (``supersedes: [id]``): one
     #: cause, one finding (issue 13.7). Checked at load: every id exists, none is its own.
     supersedes: list[str] = field(default_factory=list)
+    #: How a firing finding steers the recommended command: ``{"flag": "--max-num-seqs",
+    #: "direction": "lower"|"raise"|"set"|"off", "value": CEL program or None}``.
+    steer: dict[str, Any] | None = None
 
 
 class _Named(NamedTuple):
@@ -450,6 +458,7 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
         raise v.fail("supersedes: expected a list of other rule ids")
     applies = raw.get("applies")
     return {
+        "steer": _steer(raw.get("steer"), v),
         "supersedes": list(supersedes),
         "families": list(families),
         "fixed_in": None if fixed_in is None else str(fixed_in),
@@ -460,6 +469,25 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
         "scope": _scope(raw, v),
         "log_signatures": _signatures(raw.get("log_signatures"), v),
     }
+
+
+def _steer(raw: Any, v: _Validator) -> dict[str, Any] | None:
+    """``steer: {flag: --x, direction: lower|raise|set|off, value: CEL}``; ``value`` is
+    required except for ``off`` (drop the flag)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not set(raw) <= {"flag", "direction", "value"}:
+        raise v.fail("steer: expected a mapping with flag, direction and value")
+    flag, direction = raw.get("flag"), raw.get("direction")
+    if not isinstance(flag, str) or not re.match(r"^--[a-z0-9][a-z0-9-]*$", flag):
+        raise v.fail("steer.flag: expected a long option like --max-num-seqs")
+    if direction not in STEER_DIRECTIONS:
+        raise v.fail(f"steer.direction: expected one of {sorted(STEER_DIRECTIONS)}")
+    if direction != "off" and "value" not in raw:
+        raise v.fail("steer.value: required unless direction is off")
+    value = raw.get("value")
+    program = None if value is None else v.program(str(value), "steer.value")
+    return {"flag": flag, "direction": direction, "value": program}
 
 
 def _scope(raw: dict[str, Any], v: _Validator) -> cel.Program | None:
@@ -765,10 +793,16 @@ def _finding(rule: Rule, activation: cel.Context,
     except Exception as exc:  # noqa: BLE001 - keep the finding, record the bug
         failures.append(RuleFailure(rule.id, f"message: {_short(exc)}"))
         message = rule.message
+    steer = None
+    if rule.steer is not None:
+        value = rule.steer["value"]
+        steer = {"flag": rule.steer["flag"], "direction": rule.steer["direction"],
+                 "value": None if value is None else _safe(value, activation)}
     return FindingResult(
         rule_id=rule.id, severity=severity, kind=rule.kind, title=rule.title,
         message=" ".join(message.split()), remediation=" ".join(rule.remediation.split()),
         references=list(rule.references), evidence=evidence, checklist=list(rule.checklist),
+        steer=steer,
     )
 
 
