@@ -212,6 +212,8 @@ class _Formatter(string.Formatter):
         name, value = value if isinstance(value, _Named) else ("", value)
         if value is None:
             return "n/a"
+        if isinstance(value, str) and not value.strip():
+            return ""  # optional text evidence (a probe summary before any probe ran)
         if isinstance(value, bool):
             return "yes" if value else "no"
         if isinstance(value, dict | list):  # as an operator would type them
