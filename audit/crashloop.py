@@ -29,6 +29,7 @@ from django.conf import settings
 from audit.kb.engine import SEVERITY_RANK, FindingResult, Rule
 from audit.models import Finding
 from audit.outcomes import ServerOutcome, upsert_finding
+from audit.remedy import remedy
 from fleet.models import Host, Report, Server
 
 #: The built-in finding of a crash-looping slot (not a KB rule: it needs no condition).
@@ -140,9 +141,12 @@ def _results(kb: Any, server: Server, state: dict[str, Any],
     looping = restarts >= threshold
     base = _evidence(server, state, restarts, window_s)
     matched = kb.match_log(lines)
-    out = [_signature_result(rule, line, base, looping) for rule, line in matched]
+    fix = server_remedy(server, [rule for rule, _ in matched],
+                        kb.verified_through)["text"] if matched else None
+    out = [_signature_result(rule, line, base, looping, fix) for rule, line in matched]
     if looping:
-        out.append(_crash_loop_result(server, base, restarts, window_s, matched))
+        out.append(_crash_loop_result(server, base, restarts, window_s, matched,
+                                      kb.verified_through))
     return out
 
 
@@ -163,8 +167,19 @@ def _evidence(server: Server, state: dict[str, Any], restarts: int,
             "last_running_vllm_version": server.vllm_version or None}
 
 
+def server_remedy(server: Server, rules: list[Rule],
+                  verified_through: str | None) -> dict[str, Any]:
+    """The one remedy of this slot's failed start (audit.remedy), for the finding, the alert,
+    the host page and the upgrade plan alike."""
+    entry = (server.failed_start or {}).get("entry") or {}
+    return remedy(ran=server.vllm_version or None,
+                  installed=server.installed_vllm_version or None,
+                  image=entry.get("image") or None, rules=rules,
+                  verified_through=verified_through)
+
+
 def _signature_result(rule: Rule, line: str, base: dict[str, Any],
-                      looping: bool) -> FindingResult:
+                      looping: bool, fix: str | None = None) -> FindingResult:
     severity = "critical" if looping or rule.severity == "critical" else "high"
     if SEVERITY_RANK[severity] > SEVERITY_RANK[rule.severity]:
         severity = rule.severity  # never below the rule's own severity
@@ -174,13 +189,15 @@ def _signature_result(rule: Rule, line: str, base: dict[str, Any],
         message=(f"{base['unit_or_container']} ({base['source']}) exits during start-up with "
                  f"\"{line[:300]}\", the error this rule explains. The server does not come "
                  "back until the cause is fixed."),
-        remediation=" ".join(rule.remediation.split()), references=list(rule.references),
+        remediation=" ".join((fix or rule.remediation).split()),
+        references=list(rule.references),
         evidence={**base, "matched_line": line, "signature_rule": rule.id},
         checklist=list(rule.checklist))
 
 
 def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, window_s: int,
-                       matched: list[tuple[Rule, str]]) -> FindingResult:
+                       matched: list[tuple[Rule, str]],
+                       verified_through: str | None) -> FindingResult:
     upgraded = bool(server.installed_vllm_version and server.vllm_version
                     and server.installed_vllm_version != server.vllm_version)
     what = (f"after the upgrade from vLLM {server.vllm_version} to "
@@ -189,11 +206,7 @@ def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, wind
              if upgraded else f"Crash loop: {base['unit_or_container']} keeps failing to start")
     last = base["last_error_line"] or "no error line was captured"
     causes = ", ".join(rule.id for rule, _ in matched) or "no knowledge-base rule matched"
-    fix = (matched[0][0].remediation if matched else
-           "Read the full log of the unit/container, fix the cause or roll back to the last "
-           "release and flags that ran.")
-    if upgraded and not matched:
-        fix = f"Roll back to vLLM {server.vllm_version} (the release that ran), then {fix}"
+    fix = server_remedy(server, [rule for rule, _ in matched], verified_through)["text"]
     return FindingResult(
         rule_id=CRASH_LOOP_RULE_ID, severity="critical", kind="crash_loop", title=title[:300],
         message=(f"{base['unit_or_container']} ({base['source']}) restarted {restarts} times in "
@@ -207,3 +220,19 @@ def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, wind
 def failed_start_findings(server: Server) -> list[Finding]:
     """Active findings that came from a failed start of ``server`` (for pages)."""
     return list(server.findings.active().filter(evidence__failed_start=True))
+
+
+def incident_remedy(server: Server, findings: list[Finding] | None = None) -> dict[str, Any]:
+    """The one remedy of this slot's current failed start, from the rules its findings
+    matched (``findings``: its active failed-start findings, read when not given): the
+    same text as the crash-loop finding and its alert, for the host page and the plan."""
+    from audit.rulebook import current_knowledge_base
+
+    kb = current_knowledge_base()
+    by_id = {r.id: r for r in kb.rules}
+    found = failed_start_findings(server) if findings is None else findings
+    matched = [by_id[f.rule_id] for f in found
+               if f.rule_id != CRASH_LOOP_RULE_ID and f.rule_id in by_id
+               and (f.evidence or {}).get("failed_start")]
+    return server_remedy(server, matched, kb.verified_through)
+

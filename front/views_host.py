@@ -207,9 +207,10 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     axis_start = max(start, host.first_seen - timedelta(minutes=1))
     chart_data = {"start": axis_start.timestamp() * 1000, "end": now.timestamp() * 1000,
                   "charts": host_charts + [c for b in blocks for c in b["charts"]]}
+    status = serving_status(host_status(host, now), blocks)
     return render(request, "front/host_detail.html", {
-        "todo": what_to_do(blocks),
-        "host": host, "now": now, "status": host_status(host, now), "gpus": gpus,
+        "todo": what_to_do(blocks, status, host.last_seen),
+        "host": host, "now": now, "status": status, "gpus": gpus,
         "servers": blocks, "hidden_servers": hidden_servers,
         "host_events": events.get(None, []), "window": window,
         "windows": list(charts.WINDOWS), "host_charts": host_charts, "chart_data": chart_data,
@@ -219,25 +220,59 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     })
 
 
-#: Findings the host page's summary names (issue 13.7: "the three findings that matter").
+#: Findings the host page's summary names ("the three findings that matter").
 TODO_FINDINGS = 3
 
 
-def what_to_do(blocks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The host page's opening summary: ``findings`` (the :data:`TODO_FINDINGS` most severe
-    active ones over all servers, newest first within a severity) and ``commands``
-    ([{server, layout, command}] for each server whose recommendation changes something)."""
+def serving_status(agent_status: str, blocks: list[dict[str, Any]]) -> str:
+    """The host's badge: the agent's status, except that a reporting host whose servers do
+    not come up (a current failed start and none running) is ``down``, never green."""
+    if agent_status != "reporting" or not blocks:
+        return agent_status
+    failing = any(b.get("failed") for b in blocks)
+    running = any(b["server"].is_running and not b.get("failed") for b in blocks)
+    return "down" if failing and not running else agent_status
+
+
+def what_to_do(blocks: list[dict[str, Any]], status: str = "reporting",
+               last_seen: Any = None) -> dict[str, Any]:
+    """The host page's opening summary, one group per server so that a command never sits
+    under another server's findings: ``findings`` (the :data:`TODO_FINDINGS` most severe
+    active ones over all servers, newest first within a severity), ``groups`` ([{server,
+    findings (its share of those), remedy (audit.remedy dict of a failed start), command
+    ({layout, command, more, version, explained}) or None}]), ``commands`` (the commands
+    alone) and ``silent`` (the agent's status when it is not reporting, with ``last_seen``).
+    A failed start's remedy replaces the server's recommended command: a command for the
+    release that last ran would start the failing installed release again."""
     found = [f for b in blocks for f in b["findings"] if f.status != "resolved"]
     found.sort(key=lambda f: (-SEVERITY_ORDER.get(f.severity, 0), -f.first_seen.timestamp()))
-    commands = []
+    found = found[:TODO_FINDINGS]
+    groups = []
     for b in blocks:
-        rec = b["recommendation"] or {}
-        if rec.get("status") == "ok" and rec.get("replicas") and rec.get("diff"):
-            commands.append({"server": b["server"], "layout": rec.get("layout"),
-                             "command": rec["replicas"][0]["command"],
-                             "more": len(rec["replicas"]) - 1,
-                             "version": (rec.get("version") or {}).get("recommended")})
-    return {"findings": found[:TODO_FINDINGS], "commands": commands}
+        mine = [f for f in found if f.server_id == b["server"].pk]
+        remedy = (b.get("failed") or {}).get("remedy")
+        command = None if remedy else _todo_command(b)
+        if mine or remedy or command:
+            groups.append({"server": b["server"], "findings": mine, "remedy": remedy,
+                           "command": command})
+    orphans = [f for f in found if f.server_id not in {b["server"].pk for b in blocks}]
+    if orphans:  # host-level findings (no server)
+        groups.insert(0, {"server": None, "findings": orphans, "remedy": None,
+                          "command": None})
+    return {"findings": found, "groups": groups,
+            "commands": [g["command"] for g in groups if g["command"]],
+            "silent": None if status == "reporting" else {"status": status,
+                                                          "last_seen": last_seen}}
+
+
+def _todo_command(block: dict[str, Any]) -> dict[str, Any] | None:
+    rec = block["recommendation"] or {}
+    if rec.get("status") != "ok" or not rec.get("replicas") or not rec.get("diff"):
+        return None
+    return {"server": block["server"], "layout": rec.get("layout"),
+            "command": rec["replicas"][0]["command"], "more": len(rec["replicas"]) - 1,
+            "version": (rec.get("version") or {}).get("recommended"),
+            "explained": rec.get("explained") or []}
 
 
 def _failed_start_errors(host: Host, reports: dict[int, Report]) -> list[str]:
