@@ -122,12 +122,18 @@ def host_status(host: Host, now: datetime) -> str:
 
 
 def fleet_counts(now: datetime, statuses: dict[str, Q]) -> dict[str, Any]:
-    """Header figures: hosts by status, open findings by severity, risky servers and
-    pending upgrades. Four aggregate queries."""
+    """Header figures: hosts by status, open findings by severity (without the "cannot
+    check" notes, counted apart in ``cannot_check``), risky servers and pending upgrades.
+    Five aggregate queries."""
     hosts = Host.objects.aggregate(total=Count("pk"), **{
         name: Count("pk", filter=q) for name, q in statuses.items()})
-    by_severity = dict(Finding.objects.filter(status__in=ACTIVE).order_by()
+    # "Cannot check" notes (missing data, audit.kb.engine) are counted apart: they are not
+    # problems found, and the headline would otherwise be mostly them.
+    active = Finding.objects.filter(status__in=ACTIVE)
+    gaps = Q(evidence__has_key="cannot_check")
+    by_severity = dict(active.exclude(gaps).order_by()
                        .values_list("severity").annotate(n=Count("*")))
+    cannot_check = active.filter(gaps).count()
     risky = (Finding.objects.filter(status__in=ACTIVE, kind__in=RISKY_KINDS,
                                     severity__in=RISKY_SEVERITIES)
              .order_by().values("server_id").distinct().count())
@@ -135,8 +141,8 @@ def fleet_counts(now: datetime, statuses: dict[str, Q]) -> dict[str, Any]:
                .exclude(vllm_version="")
                .exclude(installed_vllm_version=F("vllm_version")).count())
     return {"hosts": hosts, "severity": [(s, by_severity.get(s, 0)) for s in SEVERITIES],
-            "open_total": sum(by_severity.values()), "risky_servers": risky,
-            "pending_upgrades": pending}
+            "open_total": sum(by_severity.values()), "cannot_check": cannot_check,
+            "risky_servers": risky, "pending_upgrades": pending}
 
 
 def risky_moves(now: datetime, limit: int = 5) -> list[FindingEvent]:
