@@ -40,20 +40,19 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import json
 import re
 import string
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import cel
 import yaml
 
 from audit.kb import cel_functions as fn
-from audit.kb import labels
 from audit.kb.cannot_check import missing_reason, scope_text
+from audit.kb.messages import MessageFormatter
 from audit.kb.paths import active_kb_dirs, safe_load_yaml
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
@@ -187,46 +186,7 @@ class Rule:
     steer: dict[str, Any] | None = None
 
 
-class _Named(NamedTuple):
-    """A placeholder's value with its evidence name (the unit comes from the name)."""
-
-    name: str
-    value: Any
-
-
-class _Formatter(string.Formatter):
-    """Renders evidence into messages: null shows as "n/a", booleans as yes/no, fractions
-    such as KV cache usage as percentages and floats without exponent notation (audit/kb/
-    labels.py, issue 13), lists and dicts as JSON, a bad format spec falls back to str()."""
-
-    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Any) -> Any:
-        obj, used = super().get_field(field_name, args, kwargs)
-        return _Named(re.split(r"[.\[]", field_name, maxsplit=1)[0], obj), used
-
-    def convert_field(self, value: Any, conversion: str | None) -> Any:
-        if conversion and isinstance(value, _Named):
-            return super().convert_field(value.value, conversion)
-        return value
-
-    def format_field(self, value: Any, format_spec: str) -> str:
-        name, value = value if isinstance(value, _Named) else ("", value)
-        if value is None:
-            return "n/a"
-        if isinstance(value, str) and not value.strip():
-            return ""  # optional text evidence (a probe summary before any probe ran)
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, dict | list):  # as an operator would type them
-            return json.dumps(value, sort_keys=True)
-        if not format_spec:
-            return labels.message_value(name, value)
-        try:
-            return format(value, format_spec)
-        except (TypeError, ValueError):
-            return str(value)
-
-
-_FORMATTER = _Formatter()
+_FORMATTER = MessageFormatter()
 
 
 # ----------------------------------------------------------------------------- validation
