@@ -399,6 +399,23 @@ def _version_findings(gated: set[str]) -> tuple[dict, dict]:
     return out
 
 
+def release_risks(version: str | None) -> list[tuple[str, str]]:
+    """What marks ``version`` risky on the Versions page: ``[(rule_id, severity)]`` of the
+    high+ active findings of version-gated rules on running servers of that version (one
+    query), worst first; [] when the release is not risky."""
+    if not version:
+        return []
+    gated = {rule.id for rule in current_knowledge_base().rules if rule.version_gated}
+    rules: dict[str, str] = {}
+    for rule_id, severity in (Finding.objects.active().filter(
+            kind__in=RISKY_KINDS, severity__in=("critical", "high"), server__is_running=True,
+            server__vllm_version=version, rule_id__in=gated)
+            .order_by().values_list("rule_id", "severity").distinct()):
+        if SEVERITY_ORDER[severity] >= SEVERITY_ORDER[rules.get(rule_id, severity)]:
+            rules[rule_id] = severity
+    return _by_severity(rules)
+
+
 def _by_severity(rules: dict[str, str]) -> list[tuple[str, str]]:
     return sorted(rules.items(), key=lambda kv: -SEVERITY_ORDER[kv[1]])
 

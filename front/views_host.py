@@ -30,6 +30,7 @@ from fleet.recording import server_identity
 from fleet_agent.schema import ServerInfo
 from front import views_charts as charts
 from front.views_failed import failed_start_block
+from front.views_findings import release_risks
 from front.views_overview import DEFAULT_INTERVAL_S, host_status
 
 log = logging.getLogger(__name__)
@@ -269,10 +270,22 @@ def _todo_command(block: dict[str, Any]) -> dict[str, Any] | None:
     rec = block["recommendation"] or {}
     if rec.get("status") != "ok" or not rec.get("replicas") or not rec.get("diff"):
         return None
+    version = (rec.get("version") or {}).get("recommended")
     return {"server": block["server"], "layout": rec.get("layout"),
             "command": rec["replicas"][0]["command"], "more": len(rec["replicas"]) - 1,
-            "version": (rec.get("version") or {}).get("recommended"),
-            "explained": rec.get("explained") or []}
+            "version": version, "explained": rec.get("explained") or [],
+            "release_risks": named_risks(rec, release_risks(version))}
+
+
+def named_risks(rec: dict[str, Any], risks: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Each finding that marks the recommended release risky on the Versions page, with
+    whether this command still raises it (then the recommendation's own "why") or not (it
+    comes from the other servers' configurations): a risky release is never recommended
+    without its risk named."""
+    raised = {f["rule_id"] for f in (rec.get("self_check") or {}).get("findings") or []}
+    why = {e["rule_id"]: e["why"] for e in rec.get("explained") or []}
+    return [{"rule_id": rule_id, "severity": severity, "raised": rule_id in raised,
+             "why": why.get(rule_id)} for rule_id, severity in risks]
 
 
 def _failed_start_errors(host: Host, reports: dict[int, Report]) -> list[str]:
