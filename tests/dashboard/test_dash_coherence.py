@@ -31,3 +31,22 @@ def test_the_host_page_names_capacity_risk_and_keeps_commands_with_their_server(
                 named += 1
     assert capacity >= 2  # the Gemma 4 hosts (the third runs a model of unknown geometry)
     assert named >= 1  # the demo's 0.25.1 is risky (streamed <turn|> leak on its configs)
+
+
+@pytest.mark.django_db
+def test_a_silent_hosts_what_to_do_says_it_is_silent_first(client, role_user,
+                                                           demo_fleet) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from fleet.models import Host
+
+    host = demo_fleet["hosts"][1]
+    client.force_login(role_user("viewer"))
+    body = client.get(f"/hosts/{host.code}/").content.decode()
+    assert 'id="todo-silent"' not in body
+    Host.objects.filter(pk=host.pk).update(last_seen=timezone.now() - timedelta(hours=2))
+    body = client.get(f"/hosts/{host.code}/").content.decode()
+    top = body[body.index('id="what-to-do"'):body.index("<h2>Charts")]
+    assert 'id="todo-silent"' in top and "The agent is offline" in top
