@@ -56,12 +56,18 @@ def test_no_demo_page_shows_a_command_that_contradicts_its_findings(
         enrolled_fleet, live_server, page) -> None:  # noqa: F811 (pytest fixture)
     timeline = (Event(3600.0, "h100-upgrade-08", "fail_upgrade", "fails"),
                 Event(3600.0, "h100-spec-04", "tp2", "TP=2, acceptance collapses"))
+    from audit.crashloop import CRASH_LOOP_RULE_ID
+    from audit.models import Finding
+
     sim = enrolled_fleet(HOSTS, timeline, speed=5.0)
     sim.run_round()
     sim.skip_ahead(sim.event_time(timeline[0]) - time.time() + 2.5)
-    sim.run_round()
-    time.sleep(2.5)  # a metrics window on the restarted TP=2 server
-    sim.run_round()
+    wanted = {CRASH_LOOP_RULE_ID, "eagle-tp-acceptance-collapse"}
+    for _ in range(8):  # rounds until the loop and a metrics window at TP=2 are seen
+        sim.run_round()
+        if wanted <= set(Finding.objects.active().values_list("rule_id", flat=True)):
+            break
+        time.sleep(1.0)
     _user()
     sign_in(page, live_server, "viewer-user")
 
@@ -72,8 +78,6 @@ def test_no_demo_page_shows_a_command_that_contradicts_its_findings(
     assert "Down: failed start" in top and "pip install vllm==0.25.1" in top
     assert not any("vllm serve" in c for g in down["groups"] for c in g["commands"])
     assert "st-reporting" not in down["badge"]
-    from audit.crashloop import CRASH_LOOP_RULE_ID
-    from audit.models import Finding
     loop = Finding.objects.active().get(server__host=down["host"], rule_id=CRASH_LOOP_RULE_ID)
     assert loop.remediation in down["body"].replace("\n", " ")
 
