@@ -122,6 +122,11 @@ def test_a_wrong_tool_parser_on_plain_qwen3_gets_hermes() -> None:
     assert argv[argv.index("--tool-call-parser") + 1] == "hermes"
     row = next(r for r in item["diff"] if r["flag"] == "--tool-call-parser")
     assert "mf-parser-family-mismatch" in row["reason"]
+    # the finding's own fix text says the same
+    from audit.kb.context import build_context
+    finding = next(f for f in KB.evaluate(build_context(report["servers"][0], report))
+                   if f.rule_id == "mf-parser-family-mismatch")
+    assert "hermes for plain Qwen3" in finding.remediation
 
 
 def _config(name: str) -> dict[str, Any]:
