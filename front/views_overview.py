@@ -277,16 +277,23 @@ class WorstFirst:
 def page_rows(hosts: list[Host], now: datetime) -> list[dict[str, Any]]:
     """One dict per host of the page with its servers, GPUs and KV sparkline."""
     spark = kv_sparklines([h.pk for h in hosts], now)
+    # Hosts with a slot that fails to start (one query): "down" when nothing runs there.
+    failing = set(Server.objects.filter(host_id__in=[h.pk for h in hosts],
+                                        failed_start__isnull=False)
+                  .order_by().values_list("host_id", flat=True).distinct())
     rows = []
     for host in hosts:
         servers = host.running
+        status = host_status(host, now)
+        if status == "reporting" and host.pk in failing and not servers:
+            status = "down"
         gpus: dict[str, int] = {}
         for gpu in host.present_gpus:
             gpus[gpu.name] = gpus.get(gpu.name, 0) + 1
         models = sorted({m for s in servers for m in (s.model_ids or []) if isinstance(m, str)})
         labels = list(host.labels.items()) if isinstance(host.labels, dict) else []
         rows.append({
-            "host": host, "status": host_status(host, now),
+            "host": host, "status": status,
             "versions": sorted({s.vllm_version for s in servers if s.vllm_version}),
             "pending": any(s.pending_upgrade for s in servers),
             # Bounded per row (issue 16 item 7: 80k labels made the overview 5 MB).

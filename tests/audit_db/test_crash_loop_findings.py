@@ -176,6 +176,9 @@ def test_the_host_page_shows_the_failed_start_with_cause_fix_and_command(
     assert "pip install vllm==0.25.1" in top and "Down: failed start" in top
     assert "vllm serve" not in top
     assert 'class="st st-reporting' not in page  # the badge is not green
+    overview = client.get("/").content.decode()
+    row = overview.split(server.host.hostname, 1)[1].split("</tr>", 1)[0]
+    assert "st-reporting" not in row
     plan = client.get(f"/plan/?host={server.host.code}").content.decode()
     assert "failed to start" in plan and "pip install vllm==0.25.1" in plan
     assert "will become 0.30.0 on next restart" not in plan

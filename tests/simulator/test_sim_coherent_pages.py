@@ -77,7 +77,10 @@ def test_no_demo_page_shows_a_command_that_contradicts_its_findings(
     top = " ".join(g["text"] for g in down["groups"])
     assert "Down: failed start" in top and "pip install vllm==0.25.1" in top
     assert not any("vllm serve" in c for g in down["groups"] for c in g["commands"])
-    assert "st-reporting" not in down["badge"]
+    assert "st-down" in down["badge"]
+    page.goto(f"{live_server.url}/")
+    row = page.locator("#hosts tbody tr", has_text="h100-upgrade-08")
+    assert "st-down" in row.locator(".st").first.get_attribute("class")
     loop = Finding.objects.active().get(server__host=down["host"], rule_id=CRASH_LOOP_RULE_ID)
     assert loop.remediation in down["body"].replace("\n", " ")
 
