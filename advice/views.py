@@ -1,4 +1,4 @@
-"""Pages for the recommended configuration and the upgrade planner (issue 5).
+"""Pages for the recommended configuration and the upgrade planner.
 
 All login-required; every value comes from the pure libraries (advice.recommend,
 advice.planner) run on each server's latest stored report (``Server.last_report.raw``).
@@ -173,7 +173,7 @@ def plan_upgrade(request: HttpRequest) -> HttpResponse:
         except ValueError as exc:
             error, target = str(exc), None
     plans, pending, unplanned = _plans(servers, target)
-    # Summary first, worst first, paginated (issue 13.10: 38 hosts made an 11,858 px page).
+    # Summary first, worst first, paginated (38 hosts made an 11,858 px page).
     order = {"blocked": 0, "risky": 1, "safe": 2}
     plans = sorted(plans, key=lambda p: (order.get(p["verdict"], 3), str(p["server"])))
     summary = {v: sum(p["verdict"] == v for p in plans) for v in order}

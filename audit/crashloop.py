@@ -1,4 +1,4 @@
-"""Failed starts and crash loops as findings (issue 20).
+"""Failed starts and crash loops as findings.
 
 Runs inside :func:`audit.evaluation.evaluate_report` (same transaction, host locked) for every
 slot whose ``Server.failed_start`` came with the report being evaluated

@@ -7,7 +7,7 @@ emulators, spool, gzip POST to ``/api/v1/reports``). Nothing reaches the databas
 through that API.
 
 The timeline (:data:`TIMELINE`, seconds after the fleet's epoch at speed 1; ``--speed N``
-divides them) plays the scenarios of issue 8:
+divides them) plays these scenarios:
 
 * 40 s  ``gb10-spark-03`` load ramps to c256: queueing collapse (seed 003);
 * 60 s  ``h100-push-02`` upgrades 0.25.1 -> 0.27.0 (new image, restart): risky upgrade;
@@ -15,7 +15,7 @@ divides them) plays the scenarios of issue 8:
 * 100 s ``h100-chat-05`` restarts with the same version and flags (again at 160 s);
 * 120 s ``h100-batch-06`` stops reporting (silent host);
 * 140 s ``h100-upgrade-08`` restarts onto its installed 0.27.1, which cannot read Gemma 4's
-  per-layer ``head_dim`` (vllm#51744): its systemd unit crash-loops (issue 20);
+  per-layer ``head_dim`` (vllm#51744): its systemd unit crash-loops;
 * from the start ``h100-chat-03`` has 0.28.0 installed under a running 0.25.1 (pending
   upgrade) and ``h100-awq-07`` serves the cyankiwi bundled chat template.
 

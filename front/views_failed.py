@@ -1,4 +1,4 @@
-"""The host page's failed-start block (issue 20): when and how often the slot failed to
+"""The host page's failed-start block: when and how often the slot failed to
 start, its last error lines, the rules that explain them with their fix, and the recommended
 command for the vLLM release actually installed (from :mod:`advice.recommend`)."""
 

@@ -346,7 +346,7 @@ def kb_rule(request: HttpRequest, rule_id: str) -> HttpResponse:
 
 def version_rows() -> list[dict[str, Any]]:
     """The fleet's vLLM versions (running, or the target of a pending upgrade), newest first,
-    with server/host counts and two separate lists (issue 13.6): ``rules`` - what the
+    with server/host counts and two separate lists: ``rules`` - what the
     *release* brings (high+ findings of version-gated rules: risky; critical = blocked) -
     and ``config_rules`` - what a *configuration* on it does wrong (other high+ findings),
     which never marks the release risky; ``pending_onto`` counts servers whose installed

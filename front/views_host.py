@@ -150,7 +150,7 @@ def _server_block(server: Server, report: Report | None, findings: list[Finding]
         "recommendation": recommendation_for(entry, report),
         "charts": charts.server_charts(server.pk, series, missing, baseline, spec),
         "missing": missing, "failed": failed_start_block(server, report, findings),
-        "probes": probe_rows(ctx, server),  # issue 17: last live-probe results
+        "probes": probe_rows(ctx, server),  # last live-probe results
     }
 
 
@@ -164,8 +164,8 @@ def probe_rows(ctx: dict[str, Any] | None, server: Server) -> dict[str, Any]:
 
 
 #: Servers and GPUs drawn on one host page (running servers first): a report holds at most
-#: MAX_SERVERS/MAX_GPUS, but stopped servers accumulate; the page stays bounded (issue 16
-#: item 7: 3,000 servers made it 41 MB).
+#: MAX_SERVERS/MAX_GPUS, but stopped servers accumulate; the page stays bounded
+#: (3,000 servers made it 41 MB).
 HOST_PAGE_SERVERS = 64
 HOST_PAGE_GPUS = 64
 
@@ -289,7 +289,7 @@ def named_risks(rec: dict[str, Any], risks: list[tuple[str, str]]) -> list[dict[
 
 
 def _failed_start_errors(host: Host, reports: dict[int, Report]) -> list[str]:
-    """Failed-start sources the newest report could not read (issue 20)."""
+    """Failed-start sources the newest report could not read."""
     newest = max(reports.values(), key=lambda r: r.collected_at, default=None)
     if newest is None or newest.collected_at != host.last_collected_at:
         newest = Report.objects.filter(host=host).order_by("-collected_at").first()

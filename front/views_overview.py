@@ -53,7 +53,7 @@ PAGE_SIZE = 50
 OPTIONS_TTL_S = 60
 LABEL_KEY_RE = re.compile(r"(?!.*__)[A-Za-z0-9][A-Za-z0-9_.-]*")
 SEVERITIES = ("critical", "high", "medium", "low", "info")
-#: Finding kinds that make a version risky: an upstream bug or a version ceiling (issue 6).
+#: Finding kinds that make a version risky: an upstream bug or a version ceiling.
 RISKY_KINDS = ("known_issue", "ceiling")
 RISKY_SEVERITIES = ("critical", "high")
 #: How far back a "moved onto a risky version" banner looks.
@@ -70,7 +70,7 @@ ACTIVE = ("open", "acknowledged", "silenced")
 RANK_CASE = Case(*[When(severity=name, then=Value(rank)) for name, rank in
                    SEVERITY_ORDER.items()], default=Value(0), output_field=IntegerField())
 
-#: Findings that say what just happened on a host (issue 13.7): live metric rules (a
+#: Findings that say what just happened on a host: live metric rules (a
 #: collapse, a queue), the crash loop (audit.crashloop.CRASH_LOOP_RULE_ID) and upgrade rules.
 #: At high or above they head the overview's row before generic configuration advisories.
 HAPPENED_CASE = Case(When(Q(severity__in=("critical", "high")) & (
@@ -193,7 +193,7 @@ def filtered_hosts(params: dict[str, str], statuses: dict[str, Q]) -> QuerySet[H
                                      name__icontains=params["gpu"]))
     if params.get("label"):
         hosts = hosts.filter(_label_q(params["label"]))
-    if params.get("namespace"):  # issue 18: pods' Kubernetes namespace (exact) and pod name
+    if params.get("namespace"):  # pods' Kubernetes namespace (exact) and pod name
         hosts = hosts.filter(_exists(running, kubernetes__namespace=params["namespace"]))
     if params.get("pod"):
         hosts = hosts.filter(_exists(running, kubernetes__pod__icontains=params["pod"]))
@@ -296,7 +296,7 @@ def page_rows(hosts: list[Host], now: datetime) -> list[dict[str, Any]]:
             "host": host, "status": status,
             "versions": sorted({s.vllm_version for s in servers if s.vllm_version}),
             "pending": any(s.pending_upgrade for s in servers),
-            # Bounded per row (issue 16 item 7: 80k labels made the overview 5 MB).
+            # Bounded per row (80k labels made the overview 5 MB).
             "models": models[:ROW_MODELS], "more_models": max(0, len(models) - ROW_MODELS),
             "labels": labels[:ROW_LABELS], "more_labels": max(0, len(labels) - ROW_LABELS),
             "pods": _pods(servers)[:ROW_LABELS],
@@ -308,7 +308,7 @@ def page_rows(hosts: list[Host], now: datetime) -> list[dict[str, Any]]:
 
 
 def _pods(servers: list[Server]) -> list[str]:
-    """``namespace/pod`` of the host's running servers in Kubernetes pods (issue 18)."""
+    """``namespace/pod`` of the host's running servers in Kubernetes pods."""
     pods = []
     for server in servers:
         pod = server.kubernetes if isinstance(server.kubernetes, dict) else None

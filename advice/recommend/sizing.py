@@ -1,4 +1,4 @@
-"""TP, max_model_len and max_num_seqs for any model with a readable config (issue 11).
+"""TP, max_model_len and max_num_seqs for any model with a readable config.
 
 Used for models without a seed operating point: the same per-GPU memory budget the rules see
 (:func:`audit.kb.memory.memory_budget`) is computed for each tensor-parallel size the GPUs

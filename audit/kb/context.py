@@ -380,7 +380,7 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         "template": template_context(server.get("chat_template")),
         "metrics": metrics,
         "geometry": geometry, "host": host_block(report),
-        "probes": probes_block(server),  # issue 17: last live-probe results
+        "probes": probes_block(server),  # last live-probe results
         "server": {"pid": server.get("pid"), "base_url": server.get("base_url"),
                    "env": dict(server.get("env") or {}),
                    "started_at": server.get("started_at"), "errors": server.get("errors") or [],

@@ -16,11 +16,11 @@ Rule fields (see docs/knowledge-base.md) plus two optional fields for metric rul
   condition is evaluated; when the condition does not fire and the exposition could not
   answer (``metrics.available`` false, or a name of ``needs`` in ``metrics.missing`` or
   null in the window) the engine emits an info "cannot check" finding for the rule instead
-  of staying silent (issue 4: missing data is not healthy). A condition that can fire on
+  of staying silent (missing data is not healthy). A condition that can fire on
   partial data still fires.
 - ``needs``: canonical metric names (audit/kb/metrics.py) the condition relies on.
 
-- ``log_signatures``: error-line patterns (issue 20). A failed start (``failed_starts[]`` of a
+- ``log_signatures``: error-line patterns. A failed start (``failed_starts[]`` of a
   report) whose error lines match one fires the rule as "server down", whatever its condition
   says (:meth:`KnowledgeBase.match_log`). Checked at load: a list of at most
   :data:`MAX_SIGNATURES` strings of at most :data:`MAX_SIGNATURE_CHARS` characters that compile
@@ -78,7 +78,7 @@ OPTIONAL_FIELDS = frozenset(
 )
 #: ``steer.direction``: what the recommended command does to ``steer.flag``.
 STEER_DIRECTIONS = frozenset({"lower", "raise", "set", "off"})
-#: Bounds of ``log_signatures`` (issue 20): patterns per rule and characters per pattern.
+#: Bounds of ``log_signatures``: patterns per rule and characters per pattern.
 MAX_SIGNATURES = 10
 MAX_SIGNATURE_CHARS = 200
 #: A group that is quantified and contains a quantifier: ``(a+)+``, ``(.*){2,}``.
@@ -179,7 +179,7 @@ class Rule:
     #: The condition and ``applies`` source text (coverage reads version literals from it).
     condition_text: str = ""
     #: Rule ids this rule replaces when both fire on one server (``supersedes: [id]``): one
-    #: cause, one finding (issue 13.7). Checked at load: every id exists, none is its own.
+    #: cause, one finding. Checked at load: every id exists, none is its own.
     supersedes: list[str] = field(default_factory=list)
     #: How a firing finding steers the recommended command: ``{"flag": "--max-num-seqs",
     #: "direction": "lower"|"raise"|"set"|"off", "value": CEL program or None}``.

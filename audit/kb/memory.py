@@ -1,4 +1,4 @@
-"""Memory budget of one GPU of a vLLM server, for any decoder model (issue 11).
+"""Memory budget of one GPU of a vLLM server, for any decoder model.
 
 Inputs: the geometry of :func:`audit.kb.modelcfg.geometry_from_config`, the weights (bytes
 reported by the node, else parameters x bytes of the quantisation, marked as an estimate),

@@ -1,4 +1,4 @@
-"""Failed starts through ingest and evaluation (issue 20): a server that stops coming back
+"""Failed starts through ingest and evaluation: a server that stops coming back
 after an upgrade shows as down with the error line that killed it, the matching rule fires as
 "server down", a crash loop is a finding of its own (once per loop), and both resolve when the
 server runs again."""
@@ -274,7 +274,7 @@ def test_the_command_for_a_crash_fixed_later_targets_the_fixing_release(send):
 
 def test_the_failed_command_is_shell_quoted_so_pasting_it_runs_only_the_argv(
         send, client, django_user_model):
-    """Issue 13: agent data is hostile; the crashing command is shown with each token through
+    """Agent data is hostile; the crashing command is shown with each token through
     shlex.quote (page block and the finding's evidence), so ``$(…)``, backticks and ``;``
     paste as literal text."""
     import shlex

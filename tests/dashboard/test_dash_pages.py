@@ -217,7 +217,7 @@ def test_the_kb_finds_the_servers_hit_by_an_upstream_issue_number(client, demo_f
 
 
 def test_the_kb_flags_only_rules_verified_before_the_release_it_claims(client, role_user):
-    """Issue 13.7: a fresh install flags none; a rule verified before the KB's
+    """A fresh install flags none; a rule verified before the KB's
     verified_through release (0.30.0, published 2026-09-23) is flagged, by name of release."""
     from datetime import date
 
@@ -238,7 +238,7 @@ def test_the_kb_flags_only_rules_verified_before_the_release_it_claims(client, r
 def test_the_versions_page_marks_a_version_with_high_known_issues_risky(client, demo_fleet,
                                                                         role_user):
     """Risky follows what the release brings (version-gated rules); a configuration finding
-    is listed in its own column and never marks the release (issue 13.6)."""
+    is listed in its own column and never marks the release."""
     client.force_login(role_user("viewer"))
     page = client.get("/versions/").content.decode()
     gated = {r.id for r in current_knowledge_base().rules if r.version_gated}

@@ -1,4 +1,4 @@
-"""The recommender sizes any model with a readable config from the memory budget (issue 11):
+"""The recommender sizes any model with a readable config from the memory budget:
 TP, max_model_len and max_num_seqs, or a refusal that carries the numbers."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_a_hybrid_models_max_num_seqs_goes_under_its_state_blocks():
 
 
 def test_a_gemma4_served_from_a_bare_path_keeps_its_gemma4_parsers():
-    # issue 13 item 5: the family comes from config.json, so the parsers are not "wrong"
+    # the family comes from config.json, so the parsers are not "wrong"
     report, server = _report_for(["vllm", "serve", "/model", "--reasoning-parser", "gemma4",
                                   "--tool-call-parser", "gemma4", "--enable-auto-tool-choice"],
                                  "gemma-4-31b-it")
