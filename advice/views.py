@@ -32,6 +32,7 @@ from advice import planner
 from advice.plans import LazyPlanner, current_rows, report_entry
 from advice.recommend import recommend_server
 from advice.recommend.workload import PROFILES
+from audit.crashloop import incident_remedy
 from audit.kb.perf.calibrate import fleet
 from audit.rulebook import current_knowledge_base
 from fleet.models import Host, Server
@@ -95,8 +96,10 @@ def _servers_in_scope(request: HttpRequest) -> tuple[list[Server], str]:
     """Servers chosen by ``?server=<id>``, ``?host=<code>`` or ``?model=<substring>``."""
     # Without the reports (stored plans need none; LazyPlanner loads the few it needs) nor
     # the big JSON columns (last_metrics_snapshot: 160 ms of decoding for the demo's 40).
-    running = Server.objects.filter(is_running=True).select_related("host").defer(
-        "last_metrics_snapshot", "failed_start", "env", "errors", "kubernetes")
+    # A slot whose restart failed is in scope too: its plan shows the failed start.
+    running = Server.objects.filter(Q(is_running=True) | Q(failed_start__isnull=False)
+                                    ).select_related("host").defer(
+        "last_metrics_snapshot", "env", "errors", "kubernetes")
     server = request.GET.get("server", "")
     if server:
         # ASCII digits within bigint only: isdigit() let "²" reach int() (a 500)
@@ -148,8 +151,20 @@ def _plans(servers: list[Server], target: str | None,
                 plans.append({"server": server, **plan})
         waiting = stored.get((server.pk, True), []) if server.pk in planned else \
             lazy.pending(server)
-        pending += [{"server": server, **plan} for plan in waiting or []]
+        extra = _failed_start(server) if waiting else {}
+        pending += [{"server": server, **plan, **extra} for plan in waiting or []]
     return plans, pending, len(lazy.skipped)
+
+
+def _failed_start(server: Server) -> dict[str, Any]:
+    """For a pending upgrade whose restart already failed: the plan says so, with the
+    incident's one remedy (audit.crashloop.incident_remedy), instead of "will become X"."""
+    if not server.failed_start:
+        return {}
+    remedy = incident_remedy(server)
+    installed = server.installed_vllm_version or "the installed release"
+    return {"failed_start": remedy, "verdict": "blocked",
+            "label": f"restarted onto {installed} and failed to start"}
 
 
 @login_required

@@ -35,6 +35,7 @@ from audit.kb.engine import SEVERITY_RANK, FindingResult, Rule
 from audit.kb.failed_start_explain import Explanation, explain
 from audit.models import Finding
 from audit.outcomes import ServerOutcome, upsert_finding
+from audit.remedy import remedy
 from fleet.models import Host, Report, Server
 from fleet_agent import shellwords
 
@@ -152,11 +153,13 @@ def _results(kb: Any, server: Server, state: dict[str, Any],
                         base["installed_vllm_version"] or server.vllm_version or None)
     base["explanation"] = explained.as_dict()
     matched = kb.match_log(lines)
-    out = [_signature_result(rule, line, base, looping, explained) for rule, line in matched]
+    fix = incident_fix(server, [rule for rule, _ in matched], explained, kb.verified_through)
+    out = [_signature_result(rule, line, base, looping, fix) for rule, line in matched]
     if not matched:
-        out.append(_explained_result(explained, base, looping))
+        out.append(_explained_result(explained, base, looping, fix))
     if looping:
-        out.append(_crash_loop_result(server, base, restarts, window_s, matched, explained))
+        out.append(_crash_loop_result(server, base, restarts, window_s, matched, explained,
+                                      fix))
     return out
 
 
@@ -172,7 +175,7 @@ def remedy_text(explained: Explanation) -> str:
 
 
 def _explained_result(explained: Explanation, base: dict[str, Any],
-                      looping: bool) -> FindingResult:
+                      looping: bool, fix: str) -> FindingResult:
     setting = (f" Your setting {explained.setting}"
                + (f" = {explained.value}" if explained.value is not None else "")
                + " fed that check." if explained.setting else "")
@@ -182,7 +185,7 @@ def _explained_result(explained: Explanation, base: dict[str, Any],
         message=(f"{base['unit_or_container']} ({base['source']}) exits during start-up. "
                  + (f"vLLM checked: {explained.checked}." if explained.checked else "")
                  + setting)[:2000],
-        remediation=remedy_text(explained), references=[],
+        remediation=" ".join(fix.split()), references=[],
         evidence={**base, "matched_line": explained.error_line}, checklist=[])
 
 
@@ -204,8 +207,39 @@ def _evidence(server: Server, state: dict[str, Any], restarts: int,
             "last_running_vllm_version": server.vllm_version or None}
 
 
-def _signature_result(rule: Rule, line: str, base: dict[str, Any], looping: bool,
-                      explained: Explanation) -> FindingResult:
+def server_remedy(server: Server, rules: list[Rule],
+                  verified_through: str | None) -> dict[str, Any]:
+    """The one remedy of this slot's failed start (audit.remedy), for the finding, the alert,
+    the host page and the upgrade plan alike."""
+    entry = (server.failed_start or {}).get("entry") or {}
+    return remedy(ran=server.vllm_version or None,
+                  installed=server.installed_vllm_version or None,
+                  image=entry.get("image") or None, rules=rules,
+                  verified_through=verified_through)
+
+
+def incident_fix(server: Server, rules: list[Rule], explained: Explanation,
+                 verified_through: str | None) -> str:
+    """One remediation sentence for this failed start, shown by every finding of it (so its
+    alert), the host page and the plan: the incident's remedy (the release that ran pinned
+    back, or the fixed release: audit.remedy), else the rule's remediation or, with no rule,
+    the explanation's change; then this start's own change and fixed command when the
+    explanation names a setting (the remedy says what to run, the explanation what to
+    type)."""
+    found = server_remedy(server, rules, verified_through)
+    if found["kind"] != "rule":
+        text = found["text"]
+    elif rules:
+        text = " ".join(rules[0].remediation.split())
+    else:
+        return remedy_text(explained)
+    if explained.names_setting_and_change:
+        text += " For this start: " + remedy_text(explained)
+    return text
+
+
+def _signature_result(rule: Rule, line: str, base: dict[str, Any],
+                      looping: bool, fix: str) -> FindingResult:
     severity = "critical" if looping or rule.severity == "critical" else "high"
     if SEVERITY_RANK[severity] > SEVERITY_RANK[rule.severity]:
         severity = rule.severity  # never below the rule's own severity
@@ -215,22 +249,14 @@ def _signature_result(rule: Rule, line: str, base: dict[str, Any], looping: bool
         message=(f"{base['unit_or_container']} ({base['source']}) exits during start-up with "
                  f"\"{line[:300]}\", the error this rule explains. The server does not come "
                  "back until the cause is fixed."),
-        remediation=_with_explanation(rule, explained), references=list(rule.references),
+        remediation=" ".join(fix.split()), references=list(rule.references),
         evidence={**base, "matched_line": line, "signature_rule": rule.id},
         checklist=list(rule.checklist))
 
 
-def _with_explanation(rule: Rule, explained: Explanation) -> str:
-    """The rule's remediation, then this start's own change and fixed command when the
-    explanation names a setting (the rule says why; the explanation says what to type)."""
-    text = " ".join(rule.remediation.split())
-    if explained.names_setting_and_change:
-        text += " For this start: " + remedy_text(explained)
-    return text
-
-
 def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, window_s: int,
-                       matched: list[tuple[Rule, str]], explained: Explanation) -> FindingResult:
+                       matched: list[tuple[Rule, str]], explained: Explanation,
+                       fix: str) -> FindingResult:
     upgraded = bool(server.installed_vllm_version and server.vllm_version
                     and server.installed_vllm_version != server.vllm_version)
     what = (f"after the upgrade from vLLM {server.vllm_version} to "
@@ -239,9 +265,6 @@ def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, wind
              if upgraded else f"Crash loop: {base['unit_or_container']} keeps failing to start")
     last = base["last_error_line"] or "no error line was captured"
     causes = ", ".join(rule.id for rule, _ in matched) or explained.summary
-    fix = _with_explanation(matched[0][0], explained) if matched else remedy_text(explained)
-    if upgraded and not matched and explained.change is None:
-        fix = f"Roll back to vLLM {server.vllm_version} (the release that ran), then {fix}"
     return FindingResult(
         rule_id=CRASH_LOOP_RULE_ID, severity="critical", kind="crash_loop", title=title[:300],
         message=(f"{base['unit_or_container']} ({base['source']}) restarted {restarts} times in "
@@ -255,3 +278,25 @@ def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, wind
 def failed_start_findings(server: Server) -> list[Finding]:
     """Active findings that came from a failed start of ``server`` (for pages)."""
     return list(server.findings.active().filter(evidence__failed_start=True))
+
+
+def incident_remedy(server: Server, findings: list[Finding] | None = None) -> dict[str, Any]:
+    """The one remedy of this slot's current failed start, from the rules its findings
+    matched (``findings``: its active failed-start findings, read when not given): the
+    same text as the crash-loop finding and its alert, for the host page and the plan."""
+    from audit.rulebook import current_knowledge_base
+
+    kb = current_knowledge_base()
+    by_id = {r.id: r for r in kb.rules}
+    found = failed_start_findings(server) if findings is None else findings
+    matched = [by_id[f.rule_id] for f in found
+               if f.rule_id != CRASH_LOOP_RULE_ID and f.rule_id in by_id
+               and (f.evidence or {}).get("failed_start")]
+    found_remedy = server_remedy(server, matched, kb.verified_through)
+    stored = next((f.evidence["explanation"] for f in found
+                   if isinstance((f.evidence or {}).get("explanation"), dict)), None)
+    if stored is not None:
+        explained = Explanation.from_dict(stored)
+        found_remedy["text"] = incident_fix(server, matched, explained, kb.verified_through)
+    return found_remedy
+

@@ -7,7 +7,7 @@ emulators, spool, gzip POST to ``/api/v1/reports``). Nothing reaches the databas
 through that API.
 
 The timeline (:data:`TIMELINE`, seconds after the fleet's epoch at speed 1; ``--speed N``
-divides them) plays the scenarios of issue 8:
+divides them) plays these scenarios:
 
 * 40 s  ``gb10-spark-03`` load ramps to c256: queueing collapse (seed 003);
 * 60 s  ``h100-push-02`` upgrades 0.25.1 -> 0.27.0 (new image, restart): risky upgrade;
@@ -15,7 +15,7 @@ divides them) plays the scenarios of issue 8:
 * 100 s ``h100-chat-05`` restarts with the same version and flags (again at 160 s);
 * 120 s ``h100-batch-06`` stops reporting (silent host);
 * 140 s ``h100-upgrade-08`` restarts onto its installed 0.27.1, which cannot read Gemma 4's
-  per-layer ``head_dim`` (vllm#51744): its systemd unit crash-loops (issue 20);
+  per-layer ``head_dim`` (vllm#51744): its systemd unit crash-loops;
 * from the start ``h100-chat-03`` has 0.28.0 installed under a running 0.25.1 (pending
   upgrade) and ``h100-awq-07`` serves the cyankiwi bundled chat template.
 
@@ -137,10 +137,14 @@ class FleetSim:
         self.timeline = timeline
         self.fresh = not (base / "epoch.json").exists()
         self.epoch = self._epoch()
+        #: The time the initial servers are dated from: fixed at the first run and kept in
+        #: epoch.json, so a re-run shows the same processes (same start times), never a
+        #: restart of every server, even though start_clock_now() moved the story's epoch.
+        self.origin = self._saved("origin", self.epoch)
         self.applied: set[int] = set()
         self.nodes: dict[str, SimNode] = {}
         for index, spec in enumerate(specs or fleet_specs(include_cases)):
-            self.nodes[spec.hostname] = SimNode(spec, base, index, self.epoch, self.interval_s)
+            self.nodes[spec.hostname] = SimNode(spec, base, index, self.origin, self.interval_s)
         self.apply_due(time.time(), quiet=True)
         self.settle(time.time())
 
@@ -151,8 +155,18 @@ class FleetSim:
             return float(json.loads(path.read_text())["epoch"])
         except (OSError, ValueError, KeyError, TypeError):
             epoch = time.time()
-            path.write_text(json.dumps({"epoch": epoch}))
+            path.write_text(json.dumps({"epoch": epoch, "origin": epoch}))
             return epoch
+
+    def _saved(self, key: str, default: float) -> float:
+        try:
+            return float(json.loads((self.base / "epoch.json").read_text())[key])
+        except (OSError, ValueError, KeyError, TypeError):
+            return default
+
+    def _save_epoch(self) -> None:
+        (self.base / "epoch.json").write_text(json.dumps({"epoch": self.epoch,
+                                                          "origin": self.origin}))
 
     def event_time(self, event: Event) -> float:
         """Unix time ``event`` happens at."""
@@ -165,7 +179,7 @@ class FleetSim:
         report (no version change seen, no risky-upgrade alert). A re-run keeps its epoch."""
         if self.fresh:
             self.epoch = time.time()
-            (self.base / "epoch.json").write_text(json.dumps({"epoch": self.epoch}))
+            self._save_epoch()
             self.fresh = False
 
     def skip_ahead(self, seconds: float) -> None:
@@ -178,7 +192,7 @@ class FleetSim:
         (emulators, enrollment), which takes longer than that on a loaded machine.
         """
         self.epoch -= max(0.0, seconds)
-        (self.base / "epoch.json").write_text(json.dumps({"epoch": self.epoch}))
+        self._save_epoch()
 
     def settle(self, now: float) -> None:
         """Switch to :data:`STEADY_INTERVAL_S` once the timeline is over (final state held)."""

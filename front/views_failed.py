@@ -7,7 +7,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from audit.crashloop import CRASH_LOOP_RULE_ID, crash_loop_settings, restarts_in_window
+from audit.crashloop import (
+    CRASH_LOOP_RULE_ID,
+    crash_loop_settings,
+    incident_remedy,
+    restarts_in_window,
+)
 from audit.models import Finding
 from fleet.models import Report, Server
 
@@ -20,10 +25,11 @@ LINES_SHOWN = 12
 def failed_start_block(server: Server, report: Report | None,
                        findings: list[Finding]) -> dict[str, Any] | None:
     """``{"entry", "first_seen", "last_seen", "restarts", "window_minutes", "lines",
-    "causes": [Finding], "loop": Finding | None, "installed", "command", "explanation"}`` or
-    None when the slot has no current failed start. ``explanation`` is the structured answer
-    the findings carry (:mod:`audit.kb.failed_start_explain`: setting, value, change, failing
-    and fix commands), the same one the finding and the crash-loop alert state."""
+    "causes": [Finding], "loop": Finding | None, "installed", "remedy", "command",
+    "explanation"}`` or None when the slot has no current failed start (``remedy``:
+    audit.remedy's dict). ``explanation`` is the structured answer the findings carry
+    (:mod:`audit.kb.failed_start_explain`: setting, value, change, failing and fix commands),
+    the same one the finding and the crash-loop alert state."""
     state = server.failed_start
     if not state:
         return None
@@ -31,6 +37,7 @@ def failed_start_block(server: Server, report: Report | None,
     threshold, window_s = crash_loop_settings()
     last_seen = state.get("last_seen")
     ours = [f for f in findings if (f.evidence or {}).get("failed_start")]
+    fix = incident_remedy(server, ours)
     return {
         "entry": entry, "first_seen": state.get("first_seen"), "last_seen": last_seen,
         "restarts": _restarts(state, last_seen, window_s), "window_minutes": window_s // 60,
@@ -38,8 +45,12 @@ def failed_start_block(server: Server, report: Report | None,
         "causes": [f for f in ours if f.rule_id != CRASH_LOOP_RULE_ID],
         "loop": next((f for f in ours if f.rule_id == CRASH_LOOP_RULE_ID), None),
         "installed": server.installed_vllm_version or server.vllm_version or None,
-        "command": installed_command(server, entry, report,
-                                     past_fix(server, [f.rule_id for f in ours])),
+        "remedy": fix,
+        # Rolling back restarts the command that ran (the remedy says so); otherwise the
+        # recommender's command for the fixed (or installed) release.
+        "command": None if fix["kind"] == "pin_back" else installed_command(
+            server, entry, report, fix["release"] or past_fix(server,
+                                                              [f.rule_id for f in ours])),
         "explanation": next(((f.evidence or {}).get("explanation") for f in ours
                              if (f.evidence or {}).get("explanation")), None),
     }

@@ -346,7 +346,7 @@ def kb_rule(request: HttpRequest, rule_id: str) -> HttpResponse:
 
 def version_rows() -> list[dict[str, Any]]:
     """The fleet's vLLM versions (running, or the target of a pending upgrade), newest first,
-    with server/host counts and two separate lists (issue 13.6): ``rules`` - what the
+    with server/host counts and two separate lists: ``rules`` - what the
     *release* brings (high+ findings of version-gated rules: risky; critical = blocked) -
     and ``config_rules`` - what a *configuration* on it does wrong (other high+ findings),
     which never marks the release risky; ``pending_onto`` counts servers whose installed
@@ -397,6 +397,23 @@ def _version_findings(gated: set[str]) -> tuple[dict, dict]:
         if SEVERITY_ORDER[severity] >= SEVERITY_ORDER[entry["rules"].get(rule_id, severity)]:
             entry["rules"][rule_id] = severity
     return out
+
+
+def release_risks(version: str | None) -> list[tuple[str, str]]:
+    """What marks ``version`` risky on the Versions page: ``[(rule_id, severity)]`` of the
+    high+ active findings of version-gated rules on running servers of that version (one
+    query), worst first; [] when the release is not risky."""
+    if not version:
+        return []
+    gated = {rule.id for rule in current_knowledge_base().rules if rule.version_gated}
+    rules: dict[str, str] = {}
+    for rule_id, severity in (Finding.objects.active().filter(
+            kind__in=RISKY_KINDS, severity__in=("critical", "high"), server__is_running=True,
+            server__vllm_version=version, rule_id__in=gated)
+            .order_by().values_list("rule_id", "severity").distinct()):
+        if SEVERITY_ORDER[severity] >= SEVERITY_ORDER[rules.get(rule_id, severity)]:
+            rules[rule_id] = severity
+    return _by_severity(rules)
 
 
 def _by_severity(rules: dict[str, str]) -> list[tuple[str, str]]:

@@ -30,6 +30,7 @@ from fleet.recording import server_identity
 from fleet_agent.schema import ServerInfo
 from front import views_charts as charts
 from front.views_failed import failed_start_block
+from front.views_findings import release_risks
 from front.views_overview import DEFAULT_INTERVAL_S, host_status
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ def probe_rows(ctx: dict[str, Any] | None, server: Server) -> dict[str, Any]:
 
 #: Servers and GPUs drawn on one host page (running servers first): a report holds at most
 #: MAX_SERVERS/MAX_GPUS, but stopped servers accumulate; the page stays bounded
-#: (3,000 servers once made it 41 MB).
+#: (3,000 servers made it 41 MB).
 HOST_PAGE_SERVERS = 64
 HOST_PAGE_GPUS = 64
 
@@ -214,10 +215,12 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
     axis_start = max(start, host.first_seen - timedelta(minutes=1))
     chart_data = {"start": axis_start.timestamp() * 1000, "end": now.timestamp() * 1000,
                   "charts": host_charts + [c for b in blocks for c in b["charts"]]}
+    status = serving_status(host_status(host, now), blocks)
     return render(request, "front/host_detail.html", {
-        "todo": what_to_do(blocks),
-        "host": host, "now": now, "status": host_status(host, now), "gpus": gpus,
-        "amd_driver": amd_driver_version(gpus), "servers": blocks, "hidden_servers": hidden_servers,
+        "todo": what_to_do(blocks, status, host.last_seen),
+        "host": host, "now": now, "status": status, "gpus": gpus,
+        "amd_driver": amd_driver_version(gpus), "servers": blocks,
+        "hidden_servers": hidden_servers,
         "host_events": events.get(None, []), "window": window,
         "windows": list(charts.WINDOWS), "host_charts": host_charts, "chart_data": chart_data,
         "can_operate": can(request.user, "acknowledge"),
@@ -230,21 +233,67 @@ def host_detail(request: HttpRequest, code: uuid.UUID) -> HttpResponse:
 TODO_FINDINGS = 3
 
 
-def what_to_do(blocks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The host page's opening summary: ``findings`` (the :data:`TODO_FINDINGS` most severe
-    active ones over all servers, newest first within a severity) and ``commands``
-    ([{server, layout, command}] for each server whose recommendation changes something)."""
+def serving_status(agent_status: str, blocks: list[dict[str, Any]]) -> str:
+    """The host's badge: the agent's status, except that a reporting host whose servers do
+    not come up (a current failed start and none running) is ``down``, never green."""
+    if agent_status != "reporting" or not blocks:
+        return agent_status
+    failing = any(b.get("failed") for b in blocks)
+    running = any(b["server"].is_running and not b.get("failed") for b in blocks)
+    return "down" if failing and not running else agent_status
+
+
+def what_to_do(blocks: list[dict[str, Any]], status: str = "reporting",
+               last_seen: Any = None) -> dict[str, Any]:
+    """The host page's opening summary, one group per server so that a command never sits
+    under another server's findings: ``findings`` (the :data:`TODO_FINDINGS` most severe
+    active ones over all servers, newest first within a severity), ``groups`` ([{server,
+    findings (its share of those), remedy (audit.remedy dict of a failed start), command
+    ({layout, command, more, version, explained}) or None}]), ``commands`` (the commands
+    alone) and ``silent`` (the agent's status when it is not reporting, with ``last_seen``).
+    A failed start's remedy replaces the server's recommended command: a command for the
+    release that last ran would start the failing installed release again."""
     found = [f for b in blocks for f in b["findings"] if f.status != "resolved"]
     found.sort(key=lambda f: (-SEVERITY_ORDER.get(f.severity, 0), -f.first_seen.timestamp()))
-    commands = []
+    found = found[:TODO_FINDINGS]
+    groups = []
     for b in blocks:
-        rec = b["recommendation"] or {}
-        if rec.get("status") == "ok" and rec.get("replicas") and rec.get("diff"):
-            commands.append({"server": b["server"], "layout": rec.get("layout"),
-                             "command": rec["replicas"][0]["command"],
-                             "more": len(rec["replicas"]) - 1,
-                             "version": (rec.get("version") or {}).get("recommended")})
-    return {"findings": found[:TODO_FINDINGS], "commands": commands}
+        mine = [f for f in found if f.server_id == b["server"].pk]
+        remedy = (b.get("failed") or {}).get("remedy")
+        command = None if remedy else _todo_command(b)
+        if mine or remedy or command:
+            groups.append({"server": b["server"], "findings": mine, "remedy": remedy,
+                           "command": command})
+    orphans = [f for f in found if f.server_id not in {b["server"].pk for b in blocks}]
+    if orphans:  # host-level findings (no server)
+        groups.insert(0, {"server": None, "findings": orphans, "remedy": None,
+                          "command": None})
+    return {"findings": found, "groups": groups,
+            "commands": [g["command"] for g in groups if g["command"]],
+            "silent": None if status == "reporting" else {"status": status,
+                                                          "last_seen": last_seen}}
+
+
+def _todo_command(block: dict[str, Any]) -> dict[str, Any] | None:
+    rec = block["recommendation"] or {}
+    if rec.get("status") != "ok" or not rec.get("replicas") or not rec.get("diff"):
+        return None
+    version = (rec.get("version") or {}).get("recommended")
+    return {"server": block["server"], "layout": rec.get("layout"),
+            "command": rec["replicas"][0]["command"], "more": len(rec["replicas"]) - 1,
+            "version": version, "explained": rec.get("explained") or [],
+            "release_risks": named_risks(rec, release_risks(version))}
+
+
+def named_risks(rec: dict[str, Any], risks: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Each finding that marks the recommended release risky on the Versions page, with
+    whether this command still raises it (then the recommendation's own "why") or not (it
+    comes from the other servers' configurations): a risky release is never recommended
+    without its risk named."""
+    raised = {f["rule_id"] for f in (rec.get("self_check") or {}).get("findings") or []}
+    why = {e["rule_id"]: e["why"] for e in rec.get("explained") or []}
+    return [{"rule_id": rule_id, "severity": severity, "raised": rule_id in raised,
+             "why": why.get(rule_id)} for rule_id, severity in risks]
 
 
 def _failed_start_errors(host: Host, reports: dict[int, Report]) -> list[str]:

@@ -53,7 +53,7 @@ PAGE_SIZE = 50
 OPTIONS_TTL_S = 60
 LABEL_KEY_RE = re.compile(r"(?!.*__)[A-Za-z0-9][A-Za-z0-9_.-]*")
 SEVERITIES = ("critical", "high", "medium", "low", "info")
-#: Finding kinds that make a version risky: an upstream bug or a version ceiling (issue 6).
+#: Finding kinds that make a version risky: an upstream bug or a version ceiling.
 RISKY_KINDS = ("known_issue", "ceiling")
 RISKY_SEVERITIES = ("critical", "high")
 #: How far back a "moved onto a risky version" banner looks.
@@ -70,7 +70,7 @@ ACTIVE = ("open", "acknowledged", "silenced")
 RANK_CASE = Case(*[When(severity=name, then=Value(rank)) for name, rank in
                    SEVERITY_ORDER.items()], default=Value(0), output_field=IntegerField())
 
-#: Findings that say what just happened on a host (issue 13.7): live metric rules (a
+#: Findings that say what just happened on a host: live metric rules (a
 #: collapse, a queue), the crash loop (audit.crashloop.CRASH_LOOP_RULE_ID) and upgrade rules.
 #: At high or above they head the overview's row before generic configuration advisories.
 HAPPENED_CASE = Case(When(Q(severity__in=("critical", "high")) & (
@@ -122,12 +122,18 @@ def host_status(host: Host, now: datetime) -> str:
 
 
 def fleet_counts(now: datetime, statuses: dict[str, Q]) -> dict[str, Any]:
-    """Header figures: hosts by status, open findings by severity, risky servers and
-    pending upgrades. Four aggregate queries."""
+    """Header figures: hosts by status, open findings by severity (without the "cannot
+    check" notes, counted apart in ``cannot_check``), risky servers and pending upgrades.
+    Five aggregate queries."""
     hosts = Host.objects.aggregate(total=Count("pk"), **{
         name: Count("pk", filter=q) for name, q in statuses.items()})
-    by_severity = dict(Finding.objects.filter(status__in=ACTIVE).order_by()
+    # "Cannot check" notes (missing data, audit.kb.engine) are counted apart: they are not
+    # problems found, and the headline would otherwise be mostly them.
+    active = Finding.objects.filter(status__in=ACTIVE)
+    gaps = Q(evidence__has_key="cannot_check")
+    by_severity = dict(active.exclude(gaps).order_by()
                        .values_list("severity").annotate(n=Count("*")))
+    cannot_check = active.filter(gaps).count()
     risky = (Finding.objects.filter(status__in=ACTIVE, kind__in=RISKY_KINDS,
                                     severity__in=RISKY_SEVERITIES)
              .order_by().values("server_id").distinct().count())
@@ -135,8 +141,8 @@ def fleet_counts(now: datetime, statuses: dict[str, Q]) -> dict[str, Any]:
                .exclude(vllm_version="")
                .exclude(installed_vllm_version=F("vllm_version")).count())
     return {"hosts": hosts, "severity": [(s, by_severity.get(s, 0)) for s in SEVERITIES],
-            "open_total": sum(by_severity.values()), "risky_servers": risky,
-            "pending_upgrades": pending}
+            "open_total": sum(by_severity.values()), "cannot_check": cannot_check,
+            "risky_servers": risky, "pending_upgrades": pending}
 
 
 def risky_moves(now: datetime, limit: int = 5) -> list[FindingEvent]:
@@ -187,7 +193,7 @@ def filtered_hosts(params: dict[str, str], statuses: dict[str, Q]) -> QuerySet[H
                                      name__icontains=params["gpu"]))
     if params.get("label"):
         hosts = hosts.filter(_label_q(params["label"]))
-    if params.get("namespace"):  # issue 18: pods' Kubernetes namespace (exact) and pod name
+    if params.get("namespace"):  # pods' Kubernetes namespace (exact) and pod name
         hosts = hosts.filter(_exists(running, kubernetes__namespace=params["namespace"]))
     if params.get("pod"):
         hosts = hosts.filter(_exists(running, kubernetes__pod__icontains=params["pod"]))
@@ -271,19 +277,26 @@ class WorstFirst:
 def page_rows(hosts: list[Host], now: datetime) -> list[dict[str, Any]]:
     """One dict per host of the page with its servers, GPUs and KV sparkline."""
     spark = kv_sparklines([h.pk for h in hosts], now)
+    # Hosts with a slot that fails to start (one query): "down" when nothing runs there.
+    failing = set(Server.objects.filter(host_id__in=[h.pk for h in hosts],
+                                        failed_start__isnull=False)
+                  .order_by().values_list("host_id", flat=True).distinct())
     rows = []
     for host in hosts:
         servers = host.running
+        status = host_status(host, now)
+        if status == "reporting" and host.pk in failing and not servers:
+            status = "down"
         gpus: dict[str, int] = {}
         for gpu in host.present_gpus:
             gpus[gpu.name] = gpus.get(gpu.name, 0) + 1
         models = sorted({m for s in servers for m in (s.model_ids or []) if isinstance(m, str)})
         labels = list(host.labels.items()) if isinstance(host.labels, dict) else []
         rows.append({
-            "host": host, "status": host_status(host, now),
+            "host": host, "status": status,
             "versions": sorted({s.vllm_version for s in servers if s.vllm_version}),
             "pending": any(s.pending_upgrade for s in servers),
-            # Bounded per row (issue 16 item 7: 80k labels made the overview 5 MB).
+            # Bounded per row (80k labels made the overview 5 MB).
             "models": models[:ROW_MODELS], "more_models": max(0, len(models) - ROW_MODELS),
             "labels": labels[:ROW_LABELS], "more_labels": max(0, len(labels) - ROW_LABELS),
             "pods": _pods(servers)[:ROW_LABELS],
@@ -295,7 +308,7 @@ def page_rows(hosts: list[Host], now: datetime) -> list[dict[str, Any]]:
 
 
 def _pods(servers: list[Server]) -> list[str]:
-    """``namespace/pod`` of the host's running servers in Kubernetes pods (issue 18)."""
+    """``namespace/pod`` of the host's running servers in Kubernetes pods."""
     pods = []
     for server in servers:
         pod = server.kubernetes if isinstance(server.kubernetes, dict) else None

@@ -19,7 +19,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from advice.recommend import asif, gemma, output, repairs, sizing
+from advice.recommend import asif, audit, gemma, output, repairs, sizing, steer
 from advice.recommend.plan import Plan
 from advice.recommend.workload import infer_workload
 from audit.kb.context import build_context
@@ -29,6 +29,8 @@ from audit.kb.gpus import describe, server_gpus
 from audit.kb.versions import RELEASE_TIMELINE, version_tuple
 
 MAX_REPAIR_ROUNDS = 6
+#: The model token of a command whose report left the model out (shown, never guessed).
+MODEL_PLACEHOLDER = "<MODEL>"
 _OPERATING_POINT_FAMILIES = ("gemma4-31b", "gemma4-26b-a4b")
 
 
@@ -40,6 +42,15 @@ class Outcome:
     findings: list[FindingResult] = field(default_factory=list)
     contexts: list[dict[str, Any]] = field(default_factory=list)
     clean: bool = False
+    #: findings at medium or above the command still raises, each with why it remains
+    #: (advice.recommend.audit); ``unexplained`` ones keep ``clean`` False.
+    explained: list[dict[str, Any]] = field(default_factory=list)
+    unexplained: list[FindingResult] = field(default_factory=list)
+
+    @property
+    def above_medium(self) -> bool:
+        """Whether a finding above medium remains (explained or not)."""
+        return bool(asif.blocking(self.findings))
 
 
 _KB: KnowledgeBase | None = None
@@ -72,22 +83,29 @@ def candidate_versions(kb: KnowledgeBase, current: str | None, newest_first: boo
 
 def search_version(plan: Plan, report: dict, server: dict, kb: KnowledgeBase,
                    versions: list[str], env: dict[str, Any]) -> Outcome:
-    """First version of ``versions`` where the repaired plan raises nothing above medium;
-    else the attempt with the fewest blocking findings (``clean`` False)."""
+    """The first version of ``versions`` where the repaired plan raises nothing above
+    medium and every medium finding left is explained (advice.recommend.audit); else the
+    first where every finding at medium or above left is explained; else the attempt with
+    the fewest blocking findings (``clean`` False)."""
     best: Outcome | None = None
-    for drop_spec in (False, True):
-        for version in versions:
-            outcome = _try_version(plan, version, report, server, kb, env, drop_spec)
-            if outcome.clean:
-                return outcome
-            if best is None or _worse(best, outcome):
-                best = outcome
+    tried: dict[tuple[str, bool], Outcome] = {}
+    for strict in (True, False):
+        for drop_spec in (False, True):
+            for version in versions:
+                key = (version, drop_spec)
+                if key not in tried:
+                    tried[key] = _try_version(plan, version, report, server, kb, env, drop_spec)
+                outcome = tried[key]
+                if outcome.clean and (not strict or not outcome.above_medium):
+                    return outcome
+                if best is None or _worse(best, outcome):
+                    best = outcome
     return best or Outcome(plan)
 
 
 def _worse(a: Outcome, b: Outcome) -> bool:
     """Whether ``a`` is a worse failed attempt than ``b``."""
-    rank = lambda o: sorted(SEVERITY_RANK[f.severity] for f in asif.blocking(o.findings))  # noqa: E731
+    rank = lambda o: sorted(SEVERITY_RANK[f.severity] for f in o.unexplained)  # noqa: E731
     return (len(rank(a)), [-r for r in rank(a)]) > (len(rank(b)), [-r for r in rank(b)])
 
 
@@ -98,12 +116,20 @@ def _try_version(plan: Plan, version: str, report: dict, server: dict, kb: Knowl
     findings, ctxs = asif.evaluate(trial, report, server, kb)
     for _ in range(MAX_REPAIR_ROUNDS):
         blocking = asif.blocking(findings)
-        if not blocking:
-            return Outcome(trial, findings, ctxs, clean=True)
-        if not repairs.repair(trial, ctxs[0], blocking, env, drop_spec):
+        if not blocking or not repairs.repair(trial, ctxs[0], blocking, env, drop_spec):
             break
         findings, ctxs = asif.evaluate(trial, report, server, kb)
-    return Outcome(trial, findings, ctxs, clean=not asif.blocking(findings))
+    return audited(trial, findings, ctxs, report, server, kb, env)
+
+
+def audited(plan: Plan, findings: list[FindingResult], ctxs: list[dict], report: dict,
+            server: dict, kb: KnowledgeBase, env: dict[str, Any]) -> Outcome:
+    """The outcome of ``plan`` after the audit: medium repairs, then every finding at
+    medium or above explained or not (advice.recommend.audit)."""
+    plan, findings, ctxs = audit.repair_medium(plan, findings, ctxs, report, server, kb, env)
+    explained, unexplained = audit.sort_findings(plan, findings, ctxs[0], kb, env)
+    return Outcome(plan, findings, ctxs, clean=not unexplained, explained=explained,
+                   unexplained=unexplained)
 
 
 def base_plan(server: dict[str, Any], ctx: dict[str, Any],
@@ -114,9 +140,19 @@ def base_plan(server: dict[str, Any], ctx: dict[str, Any],
     ``--enable-log-requests`` in 0.33)."""
     parsed = parse_argv(server.get("argv") or [], ctx["vllm"].get("table_release"))
     values = {k: v for k, v in parsed.values.items() if k not in ("model", "config")}
-    plan = Plan(model=parsed.values.get("model"), values=values,
+    model = parsed.values.get("model") or ctx["model"].get("id")
+    if not model:
+        model = MODEL_PLACEHOLDER
+        plan_note = ("The report does not name the model (its argv has a placeholder): the "
+                     f"command shows {MODEL_PLACEHOLDER}; put the model's id or path there. "
+                     "Sizing and model-specific checks could not run.")
+    else:
+        plan_note = None
+    plan = Plan(model=model, values=values,
                 unknown=list(parsed.unknown), groups=[list(gpus)],
                 version=ctx["vllm"].get("version"), template=server.get("chat_template"))
+    if plan_note:
+        plan.notes.append(plan_note)
     secrets = sorted(k for k, v in parsed.values.items()
                      if v == "REDACTED" or (isinstance(v, list) and "REDACTED" in v))
     if secrets:
@@ -136,15 +172,15 @@ def _refusal(ctx: dict[str, Any], gpus: list[dict]) -> str | None:
     meta = ctx["flags_meta"]
     if not meta.get("is_server", True):
         return "this process is not a vLLM server (vllm bench)"
-    if not ctx["flags"].get("model"):
-        return "the model is not stated in the server's argv"
     if not gpus:
         return "the report names no GPU for this server"
-    vendor = describe(gpus[0]).get("vendor")
-    if vendor not in ("nvidia", None):
-        return (f"the server runs on {gpus[0].get('name')} ({vendor}): the knowledge base "
-                "covers NVIDIA GPUs only")
     return None
+
+
+def _foreign(gpus: list[dict]) -> str | None:
+    """The vendor of a non-NVIDIA accelerator (its sizing tables are NVIDIA's), else None."""
+    vendor = describe(gpus[0]).get("vendor")
+    return vendor if vendor not in ("nvidia", None) else None
 
 
 def recommend_server(server: dict[str, Any], report: dict[str, Any],
@@ -163,37 +199,51 @@ def recommend_server(server: dict[str, Any], report: dict[str, Any],
     refusal = _refusal(ctx, gpus)
     if refusal:
         return output.refused(server, ctx, profile, refusal)
-    env = {"gpus": gpus}
+    env = {"gpus": gpus, "live": steer.live_findings(ctx, kb)}
     plan = base_plan(server, ctx, gpus)
+    foreign = _foreign(gpus)
     if ctx["model"].get("family") in _OPERATING_POINT_FAMILIES and ctx["geometry"].get("known") \
-            and ctx["gpu"].get("memory_gib"):
+            and ctx["gpu"].get("memory_gib") and not foreign:
         return _gemma_path(plan, ctx, profile, gpus, report, server, kb, env)
     # Data-parallel + expert-parallel layouts shard experts over DP ranks; the sizing below
     # plans TP only, so such servers keep their layout.
     dp_ep = ctx["flags"].get("enable_expert_parallel") is True \
         and (ctx["flags"].get("data_parallel_size") or 1) > 1
-    sized = ctx["model"].get("arch", {}).get("known") and ctx["gpu"].get("memory_gib") \
-        and not dp_ep
+    sized = bool(ctx["model"].get("arch", {}).get("known") and ctx["gpu"].get("memory_gib")
+                 and not dp_ep and not foreign)
+    cannot_size = None
     if sized:
         misfit = sizing.size_plan(plan, ctx, gpus)
-        if misfit:
+        if misfit and misfit.get("provable"):
             return output.does_not_fit(server, ctx, profile, misfit)
+        if misfit:
+            sized, cannot_size = False, misfit["missing"]
+            plan.notes.append(f"Cannot size: {cannot_size}. TP, max_model_len and "
+                              "max_num_seqs are the current ones.")
+    steer.steer(plan, ctx, env["live"])
     versions = candidate_versions(kb, ctx["vllm"].get("version"), newest_first=False)
     outcome = search_version(plan, report, server, kb, versions, env)
     outcome.plan.notes.insert(0, "No seed operating point exists for this model/GPU: "
                               + ("TP, max_model_len and max_num_seqs follow the memory budget "
                                  "of the model's config; other flags are kept"
                                  if sized else "the current flags are kept")
-                              + " and only what the knowledge base flags above medium is "
-                              "changed.")
-    return output.server_result(server, ctx, profile, outcome, kb)
+                              + " and only what the knowledge base flags at medium or above "
+                              "is changed.")
+    if foreign:
+        outcome.plan.notes.insert(1, f"{gpus[0].get('name')} ({foreign}): the sizing tables "
+                                  "(memory budget, bandwidth knee, seed recipes) are NVIDIA's, "
+                                  "so the command keeps the current layout; the knowledge "
+                                  "base's rules audited it.")
+    result = output.server_result(server, ctx, profile, outcome, kb)
+    result["cannot_size"] = cannot_size
+    return result
 
 
 def _gemma_path(plan: Plan, ctx: dict, profile: dict, gpus: list[dict], report: dict,
                 server: dict, kb: KnowledgeBase, env: dict) -> dict[str, Any]:
     """Seed operating point, speculators best-first, newest clean release."""
     versions = candidate_versions(kb, ctx["vllm"].get("version"), newest_first=True)
-    first_failure, misfit, skipped = None, None, []
+    first_failure, misfit, skipped, fallback = None, None, [], None
     for spec in gemma.speculator_options(ctx):
         trial = plan.clone()
         misfit_here = gemma.apply_operating_point(trial, ctx, profile["profile"], gpus,
@@ -201,19 +251,24 @@ def _gemma_path(plan: Plan, ctx: dict, profile: dict, gpus: list[dict], report: 
         if misfit_here:
             misfit = misfit_here  # the last option (no speculator) is the most favourable
             continue
+        steer.steer(trial, ctx, env["live"])
         outcome = search_version(trial, report, server, kb, versions, env)
-        if outcome.clean:
+        if outcome.clean and not outcome.above_medium:
             outcome.plan.notes.extend(skipped)
             if spec is not None:
                 _note_speculator_cost(outcome, plan, ctx, profile, gpus, report, server, kb,
                                       env, spec)
             return output.server_result(server, ctx, profile, outcome, kb)
+        if outcome.clean:  # only explained findings above medium: kept if nothing better
+            fallback = fallback or outcome
         first_failure = first_failure or outcome
         if spec is not None:
             skipped.append(f"{spec['method'].upper()} was not recommended: no release the "
                            "knowledge base knows runs it without a finding above medium ("
                            + ", ".join(f.rule_id for f in asif.blocking(outcome.findings))
                            + ").")
+    if fallback is not None:
+        return output.server_result(server, ctx, profile, fallback, kb)
     if first_failure is None:
         return output.does_not_fit(server, ctx, profile, misfit)
     return output.server_result(server, ctx, profile, first_failure, kb)

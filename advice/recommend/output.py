@@ -8,9 +8,12 @@ references}), ``replicas`` ([{argv, docker, gpus (NVML indices), gpu_uuids, port
 extrapolated}]), ``expected`` ([{figure, value, unit, source, conditions, measured}]),
 ``notes`` ([str]), ``self_check`` ({version, clean, max_severity, findings}),
 ``does_not_fit`` (None or {reason, numbers}), ``chat_template`` (the fingerprint of the
-template the command serves, as a report's ``chat_template`` entry, or None),
-``prediction`` (predicted and calibrated TTFT/TPOT/tokens per second for the current and the
-recommended command, or the reason there are none: :func:`advice.perfmodel.predict_commands`).
+template the command serves, as a report's ``chat_template`` entry, or None), ``explained``
+([{rule_id, severity, title, why}]: each finding at medium or above the command still raises
+at its release, with why no flag clears it; advice.recommend.audit), ``cannot_size`` (None
+or what is missing to size the command), ``prediction`` (predicted and calibrated TTFT/TPOT/
+tokens per second for the current and the recommended command, or the reason there are
+none: :func:`advice.perfmodel.predict_commands`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from advice.recommend.plan import (
     render_flag,
     shell_join,
     target_release,
+    visible_devices_var,
 )
 from audit.kb.engine import KnowledgeBase
 from audit.kb.flags import parse_argv
@@ -47,6 +51,7 @@ def _base(server: dict, ctx: dict, profile: dict, status: str) -> dict[str, Any]
                                         "recommended": None, "reason": None, "references": []},
             "replicas": [], "diff": [], "expected": [], "notes": [],
             "self_check": None, "does_not_fit": None, "chat_template": None,
+            "explained": [], "cannot_size": None,
             "prediction": {"status": "none", "load": None,
                            "reason": f"no prediction: no command is recommended ({status})"}}
 
@@ -75,20 +80,27 @@ def server_result(server: dict, ctx: dict, profile: dict, outcome: Any,
     plan: Plan = outcome.plan
     out = _base(server, ctx, profile, "ok" if outcome.clean else "no_safe_command")
     out["self_check"] = _self_check(plan, outcome)
-    out["version"] = _version(ctx, plan, kb)
+    out["version"] = _version(ctx, plan, kb, outcome.explained)
     out["notes"] = [f"Workload: {profile['profile']} ({profile['source']})."]
     if not outcome.clean:
         out["layout"] = "no safe command"
         out["notes"].append("No command the knowledge base knows clears these findings by "
                             "flags or release: " + "; ".join(
                                 f"{f.rule_id} ({f.severity}): {f.title}"
-                                for f in asif.blocking(outcome.findings)) + ".")
+                                for f in outcome.unexplained) + ".")
         out["notes"] += plan.notes
         return out
+    out["explained"] = list(outcome.explained)
+    for item in outcome.explained:
+        out["notes"].append(f"Still raised by this command: {item['rule_id']} "
+                            f"({item['severity']}, {item['title']}): {item['why']}.")
     out["layout"] = layout(plan)
     out["chat_template"] = plan.template
     out["replicas"] = _replicas(plan)
     out["diff"] = diff(server, ctx, plan, outcome.contexts[0])
+    for row in out["diff"]:
+        if row["flag"] == "vLLM version":  # one reason for the release, wherever shown
+            row["reason"] = out["version"]["reason"]
     out["expected"] = expected(ctx, plan, profile["profile"])
     out["prediction"] = predict_commands(ctx, outcome.contexts[0], len(plan.groups))
     out["notes"] += plan.notes + left_out(plan) + arithmetic_notes(plan, outcome.contexts[0])
@@ -113,15 +125,22 @@ def _self_check(plan: Plan, outcome: Any) -> dict[str, Any]:
                 for f in outcome.findings]
     return {"version": plan.version, "clean": outcome.clean,
             "max_severity": findings[0]["severity"] if findings else None,
-            "findings": findings}
+            "findings": findings, "explained": [e["rule_id"] for e in outcome.explained],
+            "unexplained": [f.rule_id for f in outcome.unexplained]}
 
 
-def _version(ctx: dict, plan: Plan, kb: KnowledgeBase) -> dict[str, Any]:
+def _version(ctx: dict, plan: Plan, kb: KnowledgeBase,
+             explained: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     current = ctx["vllm"].get("version")
     same = current == plan.version
-    reason = ("the running release raises nothing above medium with this command" if same
+    clear = ("raises nothing at medium or above that a flag could clear" if explained
+             else "raises nothing above medium")
+    reason = (f"the running release {clear} with this command" if same
               else f"the newest release the knowledge base knows (verified through "
-                   f"{kb.verified_through}) at which this command raises nothing above medium")
+                   f"{kb.verified_through}) at which this command {clear}")
+    if explained:
+        reason += "; it still carries " + "; ".join(
+            f"{e['rule_id']} ({e['severity']}): {e['why']}" for e in explained)
     return {"current": current, "recommended": plan.version, "reason": reason,
             "references": ["seed:000_ffb301503ad246f2.txt#Version ceiling"]}
 
@@ -135,11 +154,13 @@ def _replicas(plan: Plan) -> list[dict[str, Any]]:
         argv = render_argv(plan, port if pinned else None)
         docker = docker_argv(plan, indices, port)
         devices = ",".join(str(i) for i in indices)
+        var = visible_devices_var(plan)
         out.append({"argv": argv, "docker": docker, "gpus": indices,
                     "gpu_uuids": [g.get("uuid") for g in group], "port": port,
-                    "env": {"CUDA_VISIBLE_DEVICES": devices},
+                    "env": {var: devices, **plan.env},
                     # Paste-ready lines: JSON flag values quoted for the shell.
-                    "command": f"{env_assignment('CUDA_VISIBLE_DEVICES', devices)} "
+                    "command": " ".join(env_assignment(k, v) for k, v in
+                                        [(var, devices), *sorted(plan.env.items())]) + " "
                                f"{shell_join(argv)}",
                     "docker_command": shell_join(docker)})
     return out

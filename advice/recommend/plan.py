@@ -59,7 +59,8 @@ class Plan:
     ``values``: snake_case flag -> value (None = not set); ``why``: decided flags;
     ``unknown``: argv tokens we do not know, kept verbatim; ``groups``: GPU dicts per
     replica; ``version``: vLLM release to run; ``template``: chat_template fingerprint the
-    command serves (for the self-check); ``notes``: operator-facing text.
+    command serves (for the self-check); ``notes``: operator-facing text; ``env``: variables
+    the command sets (written before ``vllm serve`` and as ``docker -e``).
     """
 
     model: str | None
@@ -70,6 +71,8 @@ class Plan:
     version: str | None = None
     template: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    #: Environment variables the command sets (NAME -> value), e.g. NCCL_P2P_DISABLE=1.
+    env: dict[str, str] = field(default_factory=dict)
 
     def set(self, key: str, value: Any, reason: str, references: list[str],
             extrapolated: str | None = None) -> None:
@@ -225,10 +228,24 @@ def render_argv(plan: Plan, port: int | None = None) -> list[str]:
 
 
 def _platform(plan: Plan) -> str:
-    """"rocm" when the replica's GPUs are AMD (NVML/amdsmi name or vendor), else "cuda"."""
+    """"rocm" when the replica's GPUs are AMD (NVML/amdsmi name or vendor), "ascend" for
+    Huawei Ascend NPUs, else "cuda"."""
     first = next((gpu for group in plan.groups for gpu in group), {}) or {}
     text = f"{first.get('vendor') or ''} {first.get('name') or ''}".lower()
+    if any(w in text for w in ("huawei", "ascend")):
+        return "ascend"
     return "rocm" if any(w in text for w in ("amd", "instinct", "radeon")) else "cuda"
+
+
+#: vLLM Ascend's published image and the host devices/driver its quick start mounts
+#: (https://docs.vllm.ai/projects/ascend/en/latest/getting_started/quick_start.html).
+ASCEND_IMAGE = "quay.io/ascend/vllm-ascend:latest"
+ASCEND_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+ASCEND_MOUNTS = ("/usr/local/dcmi:/usr/local/dcmi",
+                 "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi",
+                 "/usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/",
+                 "/usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info",
+                 "/etc/ascend_install.info:/etc/ascend_install.info")
 
 
 def image_for(plan: Plan) -> tuple[str, str | None]:
@@ -240,6 +257,10 @@ def image_for(plan: Plan) -> tuple[str, str | None]:
     """
     from audit.kb.vllm_tables import releases
 
+    if _platform(plan) == "ascend":
+        return ASCEND_IMAGE, ("Ascend NPUs: vLLM Ascend's image (its tags follow vLLM Ascend "
+                              "releases; pick the one carrying "
+                              f"vLLM {plan.version or 'the recommended release'})")
     if _platform(plan) == "rocm":
         return "rocm/vllm:latest", ("AMD GPUs: AMD's ROCm image rocm/vllm (its tags do not "
                                     "follow vLLM releases; pick the one carrying "
@@ -264,18 +285,35 @@ def docker_argv(plan: Plan, gpu_indices: list[int], port: int) -> list[str]:
     model's own directory mounted when it is a local path."""
     image, _ = image_for(plan)
     devices = ",".join(str(i) for i in gpu_indices)
-    if _platform(plan) == "rocm":
+    if _platform(plan) == "ascend":
+        gpus = [f"--device=/dev/davinci{i}" for i in gpu_indices]
+        gpus += [f"--device={d}" for d in ASCEND_DEVICES]
+        for mount in ASCEND_MOUNTS:
+            gpus += ["-v", mount]
+    elif _platform(plan) == "rocm":
         # ROCm containers take the kernel devices, not --gpus (AMD's vLLM docker guide).
         gpus = ["--device=/dev/kfd", "--device=/dev/dri", "--group-add=video",
                 "-e", f"HIP_VISIBLE_DEVICES={devices}"]
     else:
         gpus = ["--gpus", f'"device={devices}"']
+    for name, value in sorted(plan.env.items()):
+        gpus += ["-e", f"{name}={value}"]
     head = ["docker", "run", "-d", *gpus, "--ipc=host",
             "-p", f"{port}:{port}", "-v", HF_CACHE_MOUNT, *model_mount(plan)]
     if isinstance(plan.values.get("chat_template"), str) and \
             plan.values["chat_template"].startswith("/templates/"):
         head += ["-v", "/templates:/templates:ro"]
-    return head + [image] + render_argv(plan, port)[2:]
+    # vLLM Ascend's image opens a shell (its quick start runs `vllm serve` inside it).
+    tail = render_argv(plan, port) if _platform(plan) == "ascend" else render_argv(plan, port)[2:]
+    return head + [image] + tail
+
+
+def visible_devices_var(plan: Plan) -> str:
+    """The environment variable that pins a replica to its devices on this platform
+    (CUDA_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES on ROCm; ASCEND_RT_VISIBLE_DEVICES on Ascend,
+    vLLM Ascend's docs)."""
+    return {"rocm": "HIP_VISIBLE_DEVICES", "ascend": "ASCEND_RT_VISIBLE_DEVICES"}.get(
+        _platform(plan), "CUDA_VISIBLE_DEVICES")
 
 
 class HomeToken(str):

@@ -16,6 +16,7 @@ from advice.recommend import data
 from advice.recommend.gemma import groups_for, template_fingerprint, vetted_template
 from advice.recommend.plan import Plan
 from advice.recommend.steer import follow, steer_of
+from audit.kb.catalogue import parsers
 from audit.kb.engine import FindingResult
 
 Repair = Callable[[Plan, dict[str, Any], FindingResult, dict[str, Any]], bool]
@@ -94,10 +95,13 @@ def _util(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
 
 
 def _weights(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
-    """More tensor parallel when the server has GPUs to spare; else nothing to do here."""
+    """More tensor parallel when the server has GPUs to spare (TP x PP within them); else
+    nothing to do here."""
     heads = ctx["geometry"].get("num_attention_heads")
+    pp = plan.values.get("pipeline_parallel_size")
+    pp = pp if isinstance(pp, int) and pp > 0 else 1
     for tp in (2, 4, 8):
-        if plan.tp < tp <= len(env["gpus"]) and (heads is None or heads % tp == 0):
+        if plan.tp < tp and tp * pp <= len(env["gpus"]) and (heads is None or heads % tp == 0):
             plan.groups = groups_for(env["gpus"], tp)
             plan.set("tensor_parallel_size", tp, _why(finding, f"TP={tp} splits the weights "
                      "so KV has room"), finding.references)
@@ -120,6 +124,82 @@ def _dtype_bf16(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> boo
     return True
 
 
+def _bf16_if_capable(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
+    """bfloat16 where the GPU has it (compute capability 8.0+); no flag fixes older GPUs."""
+    cc = ctx["gpu"].get("cc")
+    if not isinstance(cc, (int, float)) or cc < 8.0:
+        return False
+    return _dtype_bf16(plan, ctx, finding, env)
+
+
+def _trust_remote_code(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
+    if plan.values.get("trust_remote_code") is True:
+        return False
+    plan.set("trust_remote_code", True, _why(finding, "the model's architecture ships as "
+             "remote code: review the repository's code before running it"),
+             finding.references)
+    return True
+
+
+def _pp_to_tp(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
+    """Pipeline stages become tensor-parallel ranks (same GPUs) when the heads allow it."""
+    pp = plan.values.get("pipeline_parallel_size")
+    if not isinstance(pp, int) or pp <= 1:
+        return False
+    tp = plan.tp * pp
+    heads = ctx["model"].get("arch", {}).get("num_attention_heads") \
+        or ctx["geometry"].get("num_attention_heads")
+    if tp > len(env["gpus"]) or (heads and heads % tp):
+        return False
+    plan.set("pipeline_parallel_size", None, _why(finding, "no pipeline parallelism for "
+             "this architecture"), finding.references)
+    plan.set("tensor_parallel_size", tp, _why(finding, f"TP={tp} on the same GPUs instead "
+             f"of {plan.tp} x PP={pp}"), finding.references)
+    plan.groups = groups_for(env["gpus"], tp)
+    return True
+
+
+def _set_env(name: str, value: str, text: str) -> Repair:
+    def repair(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
+        if plan.env.get(name) == value:
+            return False
+        plan.env[name] = value
+        plan.notes.append(f"{name}={value} is set in the command's environment: {text} "
+                          f"(clears {finding.rule_id}).")
+        return True
+    return repair
+
+
+def _parallel_within_gpus(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
+    """TP x PP brought within the server's GPUs: PP first, then the largest TP that fits."""
+    gpus = len(env["gpus"])
+    pp = plan.values.get("pipeline_parallel_size")
+    pp = pp if isinstance(pp, int) and pp > 0 else 1
+    if plan.tp * pp <= gpus:
+        return False
+    if pp > 1:
+        plan.set("pipeline_parallel_size", None, _why(finding, f"TP x PP within the {gpus} "
+                 "GPU(s) of this server"), finding.references)
+    heads = ctx["geometry"].get("num_attention_heads")
+    tp = next((t for t in (8, 4, 2, 1) if t <= min(gpus, plan.tp) and
+               (heads is None or heads % t == 0)), 1)
+    if tp != plan.tp:
+        plan.set("tensor_parallel_size", tp, _why(finding, f"TP={tp} within the {gpus} "
+                 "GPU(s) of this server"), finding.references)
+    plan.groups = groups_for(env["gpus"], tp)
+    return True
+
+
+def _reasoning_of_record(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
+    """The family's reasoning parser of record (audit/kb/data/parsers.yaml)."""
+    value = parser_of_record(ctx, "reasoning")
+    if value is None or plan.values.get("reasoning_parser") == value:
+        return False
+    plan.set("reasoning_parser", value, _why(finding, f"{value}: the reasoning parser the "
+             f"vLLM docs give for {ctx['model'].get('family')}"), finding.references)
+    return True
+
+
 def _removed(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
     changed = False
     for item in ctx["flags_meta"].get("removed") or []:
@@ -132,13 +212,7 @@ def _removed(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
 
 
 def _tool_parser(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
-    model = str(ctx["model"].get("id") or "").lower()
-    if ctx["model"].get("is_gemma4"):
-        value = "gemma4"
-    elif any(m in model for m in ("qwen3-coder", "qwen3.5", "qwen3.6")):
-        value = "qwen3_coder"
-    else:
-        value = None
+    value = "gemma4" if ctx["model"].get("is_gemma4") else parser_of_record(ctx, "tool")
     if plan.values.get("tool_call_parser") == value:
         return False
     plan.set("tool_call_parser", value, _why(finding, "the parser that matches this model's "
@@ -147,6 +221,47 @@ def _tool_parser(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bo
     if value is None and plan.values.get("enable_auto_tool_choice"):
         plan.drop("enable_auto_tool_choice", "needs a tool-call parser", finding.references)
     return True
+
+
+def parser_of_record(ctx: dict, kind: str) -> str | None:
+    """The parser the vLLM docs give for this server's decided family (``kind``: "tool" or
+    "reasoning"; audit/kb/data/parsers.yaml ``family_*_parser``), or None."""
+    table = parsers()
+    family = ctx["model"].get("family")
+    if not ctx["model"].get("family_decided") or not family:
+        return None
+    if kind == "tool":
+        coder = table.get("coder_tool_call_parser") or {}
+        model = " ".join(str(h) for h in ctx["model"].get("hints") or []).lower()
+        if family in coder.get("families", []) and \
+                any(m in model for m in coder.get("coder_markers", [])):
+            return coder["parser"]
+        return (table.get("family_tool_call_parser") or {}).get(family)
+    return (table.get("family_reasoning_parser") or {}).get(family)
+
+
+def _family_parsers(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
+    """Each mismatched parser becomes the family's parser of record (one flag), or is
+    dropped when the family has none."""
+    changed = False
+    fits = ctx["model"].get("parsers") or {}
+    for key, kind, fit in (("tool_call_parser", "tool", "tool_fits"),
+                           ("reasoning_parser", "reasoning", "reasoning_fits")):
+        if fits.get(fit) is not False:
+            continue
+        value = parser_of_record(ctx, kind)
+        if plan.values.get(key) == value:
+            continue
+        family = ctx["model"].get("family")
+        plan.set(key, value, _why(finding, f"{value}: the {kind} parser the vLLM docs give "
+                 f"for {family}" if value else f"no {kind} parser known for {family}"),
+                 finding.references)
+        if key == "tool_call_parser" and value is None and plan.values.get(
+                "enable_auto_tool_choice"):
+            plan.drop("enable_auto_tool_choice", "needs a tool-call parser",
+                      finding.references)
+        changed = True
+    return changed
 
 
 def _reasoning_parser(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
@@ -254,9 +369,31 @@ REPAIRS: dict[str, Repair] = {
     "up-fp8-kv-pre-ada": _kv_auto,
     "up-gemma4-mtp-fp8-kv-scales": _kv_auto,
     "up-gemma2-gemma3-fp16": _dtype_bf16,
+    "upx-qwen2-fp16-overflow": _bf16_if_capable,
+    "upx-remote-code-model-without-trust": _trust_remote_code,
+    "upb-pipeline-parallel-unsupported-architecture": _pp_to_tp,
+    "upx-hybrid-mtp-prefix-cache-corruption": _set_value(
+        "enable_prefix_caching", False, "prefix caching off while MTP runs on this hybrid"),
+    "mf-weights-do-not-fit": _weights,
+    "upx-qwen3-deepseek-r1-reasoning-parser": _set_value(
+        "reasoning_parser", "qwen3", "qwen3 handles replies without a think block"),
+    "upx-kimi-k25-without-reasoning-parser": _set_value(
+        "reasoning_parser", "kimi_k2", "kimi_k2 separates the reasoning"),
+    "upx-deepep-without-expert-parallel": _set_value(
+        "enable_expert_parallel", True, "DeepEP is an expert-parallel backend"),
+    "upx-awq-forced-legacy-kernel": _set_value(
+        "quantization", None, "vLLM picks awq_marlin for an AWQ checkpoint by itself"),
+    "upx-gptoss-forced-backend-without-sinks": _set_value(
+        "attention_backend", None, "let vLLM pick a sink-capable attention backend"),
+    "upx-dsa-sparse-mla-fp8-e4m3-kv": _set_value(
+        "kv_cache_dtype", "fp8", "fp8 maps to the fp8_ds_mla layout sparse MLA needs"),
+    "upx-parallel-size-exceeds-host-gpus": _parallel_within_gpus,
+    "upx-geforce-tp-nccl-p2p": _set_env(
+        "NCCL_P2P_DISABLE", "1", "GeForce cards have no peer-to-peer path NCCL can trust"),
     "up-gemma4-vision-fp16-overflow": _dtype_bf16,
     "up-removed-flags": _removed,
     "up-tool-parser-model-mismatch": _tool_parser,
+    "mf-parser-family-mismatch": _family_parsers,
     "up-reasoning-parser-model-mismatch": _reasoning_parser,
     "up-gemma4-assistant-wrong-spec-method": _spec_method_mtp,
     "up-gemma4-mtp-sm100-flashinfer-hd512": _set_value(

@@ -1,4 +1,4 @@
-"""TP, max_model_len and max_num_seqs for any model with a readable config (issue 11).
+"""TP, max_model_len and max_num_seqs for any model with a readable config.
 
 Used for models without a seed operating point: the same per-GPU memory budget the rules see
 (:func:`audit.kb.memory.memory_budget`) is computed for each tensor-parallel size the GPUs
@@ -22,6 +22,9 @@ from audit.kb.memory import memory_budget
 MIN_CONTEXT = 8192
 #: Safety margin under the estimated pool (the estimate is within ~20 % of the engine's).
 MARGIN = 0.05
+#: Estimated weights prove a misfit only when they exceed the budget by this factor (the
+#: parameters-x-bytes estimate leaves out norms, biases and scales: audit.kb.modelparams).
+ESTIMATE_MARGIN = 1.2
 REFS = ["https://github.com/vllm-project/vllm/issues/10517",
         "https://github.com/vllm-project/vllm/issues/5711"]
 HYBRID_REFS = ["https://github.com/vllm-project/vllm/issues/49064"]
@@ -73,6 +76,9 @@ def size_plan(plan: Plan, ctx: dict[str, Any], gpus: list[dict[str, Any]]
     arch = ctx["model"]["arch"]
     want = ctx["flags"].get("max_model_len")
     want = want if isinstance(want, int) else arch.get("derived_max_model_len")
+    native = (ctx.get("server_model") or {}).get("native_context")
+    if want and native and want > native:  # vLLM refuses a length above the native one
+        want = native
     need = min(want or MIN_CONTEXT, MIN_CONTEXT)
     tried = None
     for tp in valid_tps(arch, len(gpus)):
@@ -112,11 +118,21 @@ def _apply(plan: Plan, ctx: dict[str, Any], gpus: list[dict], tp: int,
 
 
 def _misfit(ctx: dict[str, Any], gpus: list[dict], tried: Any) -> dict[str, Any]:
+    """``{reason, numbers, provable, missing}``: ``provable`` only when the arithmetic ran
+    on known weights and memory and came out short; else ``missing`` names what the budget
+    lacked ("cannot size", never "does not fit")."""
     if tried is None:
         return {"reason": f"no tensor-parallel size divides the model's "
                           f"{ctx['model']['arch'].get('num_attention_heads')} attention heads "
-                          f"on {len(gpus)} GPU(s)", "numbers": {"gpus": len(gpus)}}
+                          f"on {len(gpus)} GPU(s)", "numbers": {"gpus": len(gpus)},
+                "provable": True, "missing": None}
     tp, budget = tried
+    if budget.get("fits_weights") is None or budget.get("kv_gib") is None:
+        missing = "; ".join(budget.get("notes") or []) or "the memory budget is incomplete"
+        if budget.get("weights_gib") is None:
+            missing = f"the weights' size is unknown ({missing})"
+        return {"reason": f"cannot size: {missing}", "numbers": {"gpus": len(gpus)},
+                "provable": False, "missing": missing}
     numbers = {"gpus": len(gpus), "gpu": ctx["gpu"].get("name"),
                "gpu_memory_gib": budget.get("gpu_memory_gib"), "tensor_parallel_size": tp,
                "gpu_memory_utilization": budget.get("gpu_memory_utilization"),
@@ -127,4 +143,11 @@ def _misfit(ctx: dict[str, Any], gpus: list[dict], tried: Any) -> dict[str, Any]
                "longest_request_tokens": budget.get("single_request_max_tokens")}
     reason = (f"{ctx['model'].get('id')} does not fit on {len(gpus)} x {numbers['gpu']}: at "
               f"TP={tp} {'; '.join(budget.get('arithmetic') or budget.get('notes') or [])}")
-    return {"reason": reason, "numbers": numbers}
+    # An estimated size (parameters x bytes) proves a misfit only with a wide margin.
+    estimated = str(budget.get("weights_source") or "estimate").startswith("estimate")
+    provable = not estimated or (budget.get("fits_weights") is False and
+                                 (budget.get("weights_gib") or 0) >=
+                                 ESTIMATE_MARGIN * (budget.get("budget_gib") or 0))
+    return {"reason": reason, "numbers": numbers, "provable": provable,
+            "missing": None if provable else
+            f"the weights' size is an estimate ({budget.get('weights_source')})"}

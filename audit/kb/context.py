@@ -26,6 +26,7 @@ from audit.kb.modelblock import files_block, memory_block, model_arch, quant_fro
 from audit.kb.modelcfg import text_config
 from audit.kb.perf import perf_block
 from audit.kb.probes import probes_block
+from audit.kb.servermodel import server_model
 from audit.kb.support import support_block
 from audit.kb.template_parsers import parser_check
 from audit.kb.templates import template_context
@@ -344,8 +345,10 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     Args: ``server`` — one element of ``report["servers"]``; ``report`` — the whole contract
     report; ``history`` — previous reports of the same host, oldest first.
     Returns a JSON-able dict with keys ``vllm``, ``flags``, ``flags_meta``, ``model``,
-    ``gpu``, ``template``, ``metrics``, ``geometry``, ``host``, ``server``, ``perf``. Never
-    raises on malformed argv or metrics; problems are listed in ``flags_meta.errors`` /
+    ``gpu``, ``memory``, ``server_model`` (audit.kb.servermodel: the engine's capacity figures
+    first), ``template``, ``metrics``, ``geometry``, ``host``, ``support``, ``fixes``,
+    ``probes``, ``server``, ``perf``. Never raises on malformed argv or metrics; problems are
+    listed in ``flags_meta.errors`` /
     ``metrics.errors``.
     """
     argv = server.get("argv") or []
@@ -381,8 +384,10 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     model["attention"] = attention_block(
         flags.get("attention_backend"), model["arch"], gpu.get("cc"),
         flags.get("kv_cache_dtype"), vllm["version"])
-    memory = memory_block(model, flags, tp=tp, pp=pp, gpu=gpu,
-                          engine_cache=_engine_cache(server), row=row)
+    cache = _engine_cache(server)
+    memory = memory_block(model, flags, tp=tp, pp=pp, gpu=gpu, engine_cache=cache, row=row)
+    metrics = with_invariants(metrics_block(server, report, history, vllm["restarted"]),
+                              flags, model, memory, gpu, meta["release"])
     support = support_block(
         vllm["table_release"], arch=model["arch"], flags=flags, gpu=gpu,
         quantization=flags.get("quantization") or model["arch"].get("quant_method"),
@@ -396,12 +401,14 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     ctx = {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
         "memory": memory,
+        "server_model": server_model(flags=flags, sources=meta["sources"], model=model,
+                                     geometry=geometry, memory=memory, metrics=metrics,
+                                     cache=cache, cards=server.get("models")),
         "template": {**template_context(server.get("chat_template")),
                      "parsers": parser_check(server.get("chat_template"),
                                              flags.get("tool_call_parser"),
                                              flags.get("reasoning_parser"), model["family"])},
-        "metrics": with_invariants(metrics_block(server, report, history, vllm["restarted"]),
-                                   flags, model, memory, gpu, meta["release"]),
+        "metrics": metrics,
         "geometry": geometry, "host": host_block(report), "support": support,
         "fixes": fixes,
         "probes": probes_block(server),  # last live-probe results

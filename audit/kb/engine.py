@@ -40,20 +40,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import json
 import re
 import string
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import cel
 import yaml
 
-from audit.kb import cel_cost, labels
+from audit.kb import cel_cost
 from audit.kb import cel_functions as fn
 from audit.kb.cannot_check import missing_reason, scope_text
+from audit.kb.messages import MessageFormatter
 from audit.kb.paths import active_kb_dirs, safe_load_yaml
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
@@ -65,11 +65,12 @@ KINDS = frozenset({"known_issue", "ceiling", "pitfall", "template", "metric", "m
 CADENCES = frozenset({"config", "metrics"})
 TOP_LEVEL = frozenset(
     {"vllm", "flags", "flags_meta", "model", "gpu", "template", "metrics", "geometry", "host",
-     "memory", "server", "probes", "support", "fixes", "perf"}
+     "memory", "server", "probes", "support", "fixes", "perf", "server_model"}
     # memory: per-GPU budget (audit/kb/memory.py); probes: live-probe results
     # (audit/kb/probes.py); support: what the release can serve (audit/kb/support.py);
     # fixes: shipped fixes it lacks (audit/kb/fixes.py); perf: the running command against
-    # its predicted TPOT/TTFT (audit/kb/perf)
+    # its predicted TPOT/TTFT (audit/kb/perf); server_model: capacity, engine figures first
+    # (servermodel.py)
 )
 REQUIRED_FIELDS = frozenset(
     {"id", "title", "kind", "severity", "cadence", "condition", "message", "remediation",
@@ -77,8 +78,10 @@ REQUIRED_FIELDS = frozenset(
 )
 OPTIONAL_FIELDS = frozenset(
     {"escalate", "evidence", "fixed_in", "confirmed_upstream", "checklist", "applies",
-     "needs", "log_signatures", "families", "supersedes"}
+     "needs", "log_signatures", "families", "supersedes", "steer"}
 )
+#: ``steer.direction``: what the recommended command does to ``steer.flag``.
+STEER_DIRECTIONS = frozenset({"lower", "raise", "set", "off"})
 #: Bounds of ``log_signatures``: patterns per rule and characters per pattern.
 MAX_SIGNATURES = 10
 MAX_SIGNATURE_CHARS = 200
@@ -122,6 +125,9 @@ class FindingResult:
     references: list[str]
     evidence: dict[str, Any]
     checklist: list[str] = field(default_factory=list)
+    #: The rule's ``steer`` evaluated on this server: ``{"flag", "direction", "value"}``
+    #: (the recommender follows it: advice.recommend.steer), or None.
+    steer: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as the dict printed by ``audit_snapshot``."""
@@ -179,46 +185,12 @@ class Rule:
     #: Rule ids this rule replaces when both fire on one server (``supersedes: [id]``): one
     #: cause, one finding. Checked at load: every id exists, none is its own.
     supersedes: list[str] = field(default_factory=list)
+    #: How a firing finding steers the recommended command: ``{"flag": "--max-num-seqs",
+    #: "direction": "lower"|"raise"|"set"|"off", "value": CEL program or None}``.
+    steer: dict[str, Any] | None = None
 
 
-class _Named(NamedTuple):
-    """A placeholder's value with its evidence name (the unit comes from the name)."""
-
-    name: str
-    value: Any
-
-
-class _Formatter(string.Formatter):
-    """Renders evidence into messages: null shows as "n/a", booleans as yes/no, fractions
-    such as KV cache usage as percentages and floats without exponent notation (audit/kb/
-    labels.py), lists and dicts as JSON, a bad format spec falls back to str()."""
-
-    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Any) -> Any:
-        obj, used = super().get_field(field_name, args, kwargs)
-        return _Named(re.split(r"[.\[]", field_name, maxsplit=1)[0], obj), used
-
-    def convert_field(self, value: Any, conversion: str | None) -> Any:
-        if conversion and isinstance(value, _Named):
-            return super().convert_field(value.value, conversion)
-        return value
-
-    def format_field(self, value: Any, format_spec: str) -> str:
-        name, value = value if isinstance(value, _Named) else ("", value)
-        if value is None:
-            return "n/a"
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, dict | list):  # as an operator would type them
-            return json.dumps(value, sort_keys=True)
-        if not format_spec:
-            return labels.message_value(name, value)
-        try:
-            return format(value, format_spec)
-        except (TypeError, ValueError):
-            return str(value)
-
-
-_FORMATTER = _Formatter()
+_FORMATTER = MessageFormatter()
 
 
 # ----------------------------------------------------------------------------- validation
@@ -454,6 +426,7 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
         raise v.fail("supersedes: expected a list of other rule ids")
     applies = raw.get("applies")
     return {
+        "steer": _steer(raw.get("steer"), v),
         "supersedes": list(supersedes),
         "families": list(families),
         "fixed_in": None if fixed_in is None else str(fixed_in),
@@ -464,6 +437,25 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
         "scope": _scope(raw, v),
         "log_signatures": _signatures(raw.get("log_signatures"), v),
     }
+
+
+def _steer(raw: Any, v: _Validator) -> dict[str, Any] | None:
+    """``steer: {flag: --x, direction: lower|raise|set|off, value: CEL}``; ``value`` is
+    required except for ``off`` (drop the flag)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not set(raw) <= {"flag", "direction", "value"}:
+        raise v.fail("steer: expected a mapping with flag, direction and value")
+    flag, direction = raw.get("flag"), raw.get("direction")
+    if not isinstance(flag, str) or not re.match(r"^--[a-z0-9][a-z0-9-]*$", flag):
+        raise v.fail("steer.flag: expected a long option like --max-num-seqs")
+    if direction not in STEER_DIRECTIONS:
+        raise v.fail(f"steer.direction: expected one of {sorted(STEER_DIRECTIONS)}")
+    if direction != "off" and "value" not in raw:
+        raise v.fail("steer.value: required unless direction is off")
+    value = raw.get("value")
+    program = None if value is None else v.program(str(value), "steer.value")
+    return {"flag": flag, "direction": direction, "value": program}
 
 
 def _scope(raw: dict[str, Any], v: _Validator) -> cel.Program | None:
@@ -769,10 +761,16 @@ def _finding(rule: Rule, activation: cel.Context,
     except Exception as exc:  # noqa: BLE001 - keep the finding, record the bug
         failures.append(RuleFailure(rule.id, f"message: {_short(exc)}"))
         message = rule.message
+    steer = None
+    if rule.steer is not None:
+        value = rule.steer["value"]
+        steer = {"flag": rule.steer["flag"], "direction": rule.steer["direction"],
+                 "value": None if value is None else _safe(value, activation)}
     return FindingResult(
         rule_id=rule.id, severity=severity, kind=rule.kind, title=rule.title,
         message=" ".join(message.split()), remediation=" ".join(rule.remediation.split()),
         references=list(rule.references), evidence=evidence, checklist=list(rule.checklist),
+        steer=steer,
     )
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from audit.kb import raise_sites as rs
@@ -102,6 +102,15 @@ class Explanation:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, stored: dict[str, Any]) -> Explanation:
+        """The explanation kept in a finding's evidence (:meth:`as_dict`); keys this version
+        does not know are ignored, missing ones take their defaults."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in stored.items() if k in known},
+                   **{k: None for k in ("kind", "error_line", "summary")
+                      if k not in stored})
 
     @property
     def names_setting_and_change(self) -> bool:

@@ -243,7 +243,7 @@ def _fill_capacity(out: dict[str, Any], *, tp: int, pp: int, max_model_len: int 
     kv_bytes = kv_gib * _GIB
     out["kv_capacity_tokens_estimate"] = int(kv_bytes / (g_bytes + s_bytes))
     window = out["sliding_window"] if s_bytes else None
-    out["single_request_max_tokens_estimate"] = _longest_request(
+    out["single_request_max_tokens_estimate"] = longest_request(
         kv_bytes, g_bytes, s_bytes, window, batched, block)
     length = max_model_len or out["max_position_embeddings"]
     if length:
@@ -251,7 +251,7 @@ def _fill_capacity(out: dict[str, Any], *, tp: int, pp: int, max_model_len: int 
         out["max_concurrency_estimate"] = round(kv_bytes / need, 2) if need else None
 
 
-def _longest_request(kv_bytes: float, g_bytes: float, s_bytes: float, window: int | None,
+def longest_request(kv_bytes: float, g_bytes: float, s_bytes: float, window: int | None,
                      batched: int, block: int) -> int:
     """Largest L with request_bytes(L) <= kv_bytes (sliding part is constant once L passes
     the cap, so solve the linear part; fall back to bisection below the cap)."""

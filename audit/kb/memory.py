@@ -1,4 +1,4 @@
-"""Memory budget of one GPU of a vLLM server, for any decoder model (issue 11).
+"""Memory budget of one GPU of a vLLM server, for any decoder model.
 
 Inputs: the geometry of :func:`audit.kb.modelcfg.geometry_from_config`, the weights (bytes
 reported by the node, else parameters x bytes of the quantisation, marked as an estimate),
@@ -35,7 +35,7 @@ from typing import Any
 from audit.kb.geometry import (
     OVERHEAD_BASE_GIB,
     OVERHEAD_PER_1K_TOKENS_GIB,
-    _longest_request,
+    longest_request,
     request_bytes,
 )
 from audit.kb.modelparams import BYTES_PER_PARAM
@@ -338,7 +338,7 @@ def _request(out: dict[str, Any], geom: dict[str, Any], kv_bytes: float, block: 
                                  f"KV per GPU: {out['max_concurrency']}x fit")
     if linear or by_kind["sliding"]:
         spare = max(0.0, kv_bytes - out["state_bytes_per_seq"])
-        out["single_request_max_tokens"] = _longest_request(
+        out["single_request_max_tokens"] = longest_request(
             spare, linear, by_kind["sliding"], window, batched, block) if linear \
             else 10**9
 
@@ -369,5 +369,5 @@ def max_model_len_for(budget: dict[str, Any], geom: dict[str, Any], block: int =
     if not linear:
         return geom.get("max_position_embeddings") or 0
     window = geom["sliding_window"] if by_kind["sliding"] else None
-    return max(0, math.floor(_longest_request(spare, linear, by_kind["sliding"], window,
+    return max(0, math.floor(longest_request(spare, linear, by_kind["sliding"], window,
                                               budget["profile_tokens"], block)))

@@ -127,24 +127,49 @@ def test_chunked_prefill_off_with_a_long_context_fails_the_profile_run(kb, tmp_p
     assert "mf-chunked-prefill-off-profile-oom" not in on
 
 
-def _with_engine_pool(report: dict[str, Any], blocks: int) -> dict[str, Any]:
+def _with_engine_pool(report: dict[str, Any], blocks: int,
+                      concurrency: str = "None") -> dict[str, Any]:
     report["servers"][0]["metrics"] = {
         "format": "prometheus-text", "scraped_at": casekit.COLLECTED_AT,
         "text": ('# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size="16",'
-                 f'cache_dtype="auto",engine="0",num_gpu_blocks="{blocks}"}} 1.0\n')}
+                 f'cache_dtype="auto",engine="0",kv_cache_max_concurrency="{concurrency}",'
+                 f'num_gpu_blocks="{blocks}"}} 1.0\n')}
     return report
 
 
 def test_a_max_model_len_above_the_engines_pool_is_the_39734_wedge(kb, tmp_path):
-    # vllm#39734: google/gemma-4-31B-it on 0.19.x; requests above the pool but within
-    # max_model_len are admitted and block the queue.
+    # vllm#39734: requests above what the pool holds but within max_model_len are admitted
+    # and block the queue. Llama 3.1 8B is full attention: one token of request, one token
+    # of pool.
+    argv = ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "131072"]
+    report = _scenario(tmp_path, argv, "llama-3.1-8b", "0.19.1", [H100])
+    fired = _fired(kb, _with_engine_pool(report, 5000))  # 80000 tokens
+    assert "mf-request-above-engine-kv-pool" in fired
+    assert "80,000 tokens" in fired["mf-request-above-engine-kv-pool"].message
+    report = _scenario(tmp_path, argv, "llama-3.1-8b", "0.19.1", [H100])
+    assert "mf-request-above-engine-kv-pool" not in _fired(kb, _with_engine_pool(report, 9000))
+
+
+def test_a_sliding_window_hybrid_is_judged_by_its_requests_need_not_its_pool_tokens(kb,
+                                                                                   tmp_path):
+    # Gemma 4 31B: 50 of 60 layers slide over 1024 tokens, so a 262144-token request needs
+    # far less than 262144 tokens of pool. The engine's "Maximum concurrency" decides.
     argv = ["vllm", "serve", "google/gemma-4-31B-it", "--max-model-len", "262144"]
     report = _scenario(tmp_path, argv, "gemma-4-31b-it", "0.19.1", [H100])
-    fired = _fired(kb, _with_engine_pool(report, 9000))  # 144000 tokens
-    assert "mf-request-above-engine-kv-pool" in fired
-    assert "144,000 tokens" in fired["mf-request-above-engine-kv-pool"].message
+    # 144,000 pool tokens: below max_model_len, yet the engine says 1.53 requests fit
+    assert "mf-request-above-engine-kv-pool" not in _fired(
+        kb, _with_engine_pool(report, 9000, "1.53"))
     report = _scenario(tmp_path, argv, "gemma-4-31b-it", "0.19.1", [H100])
-    assert "mf-request-above-engine-kv-pool" not in _fired(kb, _with_engine_pool(report, 20000))
+    fired = _fired(kb, _with_engine_pool(report, 9000, "0.6"))
+    assert "mf-request-above-engine-kv-pool" in fired
+    assert "0.6x" in fired["mf-request-above-engine-kv-pool"].message
+    # without the engine's concurrency, the pool with the hybrid arithmetic: 144,000 pool
+    # tokens hold a 262144-token request (sliding layers capped at window + one chunk) ...
+    report = _scenario(tmp_path, argv, "gemma-4-31b-it", "0.19.1", [H100])
+    assert "mf-request-above-engine-kv-pool" not in _fired(kb, _with_engine_pool(report, 9000))
+    # ... 8,000 pool tokens do not
+    report = _scenario(tmp_path, argv, "gemma-4-31b-it", "0.19.1", [H100])
+    assert "mf-request-above-engine-kv-pool" in _fired(kb, _with_engine_pool(report, 500))
 
 
 def test_weights_rule_replaces_the_headroom_rule_when_nothing_fits(kb):

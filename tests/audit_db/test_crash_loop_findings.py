@@ -69,10 +69,13 @@ def test_a_failed_upgrade_shows_the_server_down_with_the_line_and_the_fix(send):
     assert down.title.startswith("Server down: ")
     assert down.severity == "critical"  # crash-looping
     assert down.evidence["matched_line"] == KV["line"]
-    assert "max-model-len" in down.remediation or "max_model_len" in down.remediation
     loop = Finding.objects.active().get(rule_id=CRASH_LOOP_RULE_ID)
     assert loop.title.startswith("Risky upgrade did not come back")
     assert "0.25.1" in loop.message and "0.30.0" in loop.message
+    # one remedy for the incident, in both findings (and so in their alerts): the release
+    # that ran, pinned exactly
+    assert "pip install vllm==0.25.1" in down.remediation
+    assert loop.remediation == down.remediation
     assert KV["line"][:80] in loop.message
     assert loop.evidence["restarts_in_window"] >= 3
 
@@ -168,10 +171,21 @@ def test_the_host_page_shows_the_failed_start_with_cause_fix_and_command(
     assert "vllm-gemma.service" in block and "crash loop" in block
     assert "6 restarts in all" in block
     assert "stored in KV cache (3664)" in block  # the line that killed it
-    assert "Server down: " in block and "Fix:" in block
+    assert "Server down: " in block and "Remedy:" in block
     assert "&lt;script&gt;" in block and "<script>alert" not in page
-    assert "Recommended command for the installed release (0.30.0" in block
-    assert "vllm serve" in block.split("Recommended command", 1)[1]
+    # the same remedy in the failed-start block and the top box, and no command there that
+    # would start the failing 0.30.0 again
+    assert "pip install vllm==0.25.1" in block
+    top = page[page.index('id="what-to-do"'):page.index("<h2>Charts")]
+    assert "pip install vllm==0.25.1" in top and "Down: failed start" in top
+    assert "vllm serve" not in top
+    assert 'class="st st-reporting' not in page  # the badge is not green
+    overview = client.get("/").content.decode()
+    row = overview.split(server.host.hostname, 1)[1].split("</tr>", 1)[0]
+    assert "st-reporting" not in row
+    plan = client.get(f"/plan/?host={server.host.code}").content.decode()
+    assert "failed to start" in plan and "pip install vllm==0.25.1" in plan
+    assert "will become 0.30.0 on next restart" not in plan
 
 
 def test_oversized_or_malformed_failed_starts_are_refused_with_the_field_path(
@@ -264,7 +278,7 @@ def test_the_command_for_a_crash_fixed_later_targets_the_fixing_release(send):
 
 def test_the_failed_command_is_shell_quoted_so_pasting_it_runs_only_the_argv(
         send, client, django_user_model):
-    """Issue 13: agent data is hostile; the crashing command is shown with each token through
+    """Agent data is hostile; the crashing command is shown with each token through
     shlex.quote (page block and the finding's evidence), so ``$(…)``, backticks and ``;``
     paste as literal text."""
     import shlex

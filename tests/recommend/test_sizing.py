@@ -1,4 +1,4 @@
-"""The recommender sizes any model with a readable config from the memory budget (issue 11):
+"""The recommender sizes any model with a readable config from the memory budget:
 TP, max_model_len and max_num_seqs, or a refusal that carries the numbers."""
 
 from __future__ import annotations
@@ -17,12 +17,22 @@ def _diff(out: dict) -> dict[str, dict]:
 
 
 def test_a_context_the_pool_cannot_hold_is_lowered_with_the_arithmetic():
+    report, server = _report_for(["vllm", "serve", "/m", "--tensor-parallel-size", "2",
+                                  "--max-model-len", "131072"], "llama-3.1-70b", count=2)
+    out = recommend_server(server, report)
+    row = _diff(out)["--max-model-len"]
+    assert int(row["recommended"]) < 131072
+    assert "GiB for KV" in row["reason"] and "per token" in row["reason"]
+
+
+def test_a_context_above_the_models_native_one_is_never_recommended():
+    # Qwen3-30B-A3B's native context is 40960: a 262144 request is refused by vLLM, so the
+    # command asks for no more than 40960 even where the pool would hold more.
     report, server = _report_for(["vllm", "serve", "/m", "--max-model-len", "262144"],
                                  "qwen3-30b-a3b")
     out = recommend_server(server, report)
-    row = _diff(out)["--max-model-len"]
-    assert int(row["recommended"]) < 262144
-    assert "GiB for KV" in row["reason"] and "per token" in row["reason"]
+    assert out["status"] == "ok"
+    assert int(_diff(out)["--max-model-len"]["recommended"]) <= 40960
 
 
 def test_the_smallest_tensor_parallel_size_that_fits_is_chosen():
@@ -51,7 +61,7 @@ def test_a_hybrid_models_max_num_seqs_goes_under_its_state_blocks():
 
 
 def test_a_gemma4_served_from_a_bare_path_keeps_its_gemma4_parsers():
-    # issue 13 item 5: the family comes from config.json, so the parsers are not "wrong"
+    # the family comes from config.json, so the parsers are not "wrong"
     report, server = _report_for(["vllm", "serve", "/model", "--reasoning-parser", "gemma4",
                                   "--tool-call-parser", "gemma4", "--enable-auto-tool-choice"],
                                  "gemma-4-31b-it")
