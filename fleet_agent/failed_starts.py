@@ -15,6 +15,10 @@ Three sources, each optional and never fatal (what cannot be read becomes an ``e
   OOM-killed, or exited with a code other than a stop's (0, 130, 137, 143).
 * **process**: a vLLM API server seen in the previous cycle whose process is gone now and whose
   slot (same argv) has no running server (:class:`ProcessMemory`, kept by the agent loop).
+  Its lines come from the file its stdout/stderr went to (``/proc/PID/fd/1`` and ``2`` while
+  it ran, e.g. ``vllm serve … > vllm.log 2>&1``), read after it exited with the rights it had
+  (:func:`fleet_agent.procfs.read_as`); output to a pipe, a terminal or a socket is not
+  readable afterwards, and such an entry has no lines.
 
 Bounds (per entry): the last :data:`MAX_LINES` error lines of at most :data:`MAX_LINE_CHARS`
 characters each, :data:`MAX_ENTRY_LINE_BYTES` bytes of lines in all; at most
@@ -36,11 +40,12 @@ import struct
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from fleet_agent import discovery, redact
+from fleet_agent import discovery, procfs, redact
 
 log = logging.getLogger("fleet_agent.failed_starts")
 
@@ -98,19 +103,57 @@ class Sources:
 
 @dataclass
 class ProcessMemory:
-    """vLLM servers seen in the previous cycle: ``{pid: argv}`` (raw argv, never sent)."""
+    """vLLM servers seen in the previous cycle: ``{pid: argv}`` (raw argv, never sent), and
+    where each one's output went: ``{pid: (file path in its namespace, its Creds)}``."""
 
     servers: dict[int, list[str]] = field(default_factory=dict)
+    outputs: dict[int, tuple[str, procfs.Creds]] = field(default_factory=dict)
+    #: Output files of the servers the last :meth:`vanished` call returned, by argv.
+    gone_outputs: dict[tuple[str, ...], tuple[str, procfs.Creds]] = field(default_factory=dict)
 
-    def vanished(self, current: list[discovery.ServerProcess]) -> list[list[str]]:
+    def vanished(self, current: list[discovery.ServerProcess],
+                 root: Path = Path("/")) -> list[list[str]]:
         """Argv of servers seen last cycle that are gone now and not running again under
-        the same argv; updates the memory to ``current``."""
+        the same argv; updates the memory to ``current`` (and where their output goes)."""
         running = {tuple(s.argv) for s in current}
         now = {s.pid for s in current}
-        gone = [argv for pid, argv in self.servers.items()
+        gone = [(pid, argv) for pid, argv in self.servers.items()
                 if pid not in now and tuple(argv) not in running]
+        self.gone_outputs = {tuple(argv): self.outputs[pid] for pid, argv in gone
+                             if pid in self.outputs}
         self.servers = {s.pid: list(s.argv) for s in current}
-        return gone
+        self.outputs = {pid: out for pid, out in self.outputs.items() if pid in now}
+        for server in current:
+            if server.pid not in self.outputs:
+                found = output_file(root, server.pid)
+                if found is not None:
+                    self.outputs[server.pid] = found
+        return [argv for _, argv in gone]
+
+
+def output_file(root: Path, pid: int) -> tuple[str, procfs.Creds] | None:
+    """(path, creds) of the regular file a process's stderr (else stdout) is written to, or
+    None (a pipe, terminal, socket, deleted file, or unreadable ``/proc/PID``)."""
+    proc_dir = root / "proc" / str(pid)
+    creds = procfs.read_creds(proc_dir)
+    for fd in ("2", "1"):
+        try:
+            target = os.readlink(proc_dir / "fd" / fd)
+        except OSError:
+            continue
+        if target.startswith("/") and not target.endswith(" (deleted)") \
+                and not target.startswith("/dev/") and creds is not None:
+            return target, creds
+    return None
+
+
+def output_lines(root: Path, output: tuple[str, procfs.Creds] | None) -> list[str]:
+    """The last :data:`MAX_LOG_BYTES` of a vanished server's output file, as lines (read with
+    the rights the process had; [] when it cannot be read)."""
+    if output is None:
+        return []
+    data = procfs.read_as(root, output[0], output[1], MAX_LOG_BYTES, tail=True)
+    return data.decode("utf-8", "replace").splitlines() if data else []
 
 
 # ----------------------------------------------------------------------------- lines
@@ -360,7 +403,8 @@ def demultiplex(body: bytes) -> str:
 
 def collect_failed_starts(src: Sources | None, memory: ProcessMemory | None,
                           current: list[discovery.ServerProcess],
-                          found: set[str]) -> tuple[list[dict[str, Any]], list[str]]:
+                          found: set[str], root: Path = Path("/")
+                          ) -> tuple[list[dict[str, Any]], list[str]]:
     """All failed-start entries of this node and the notes of sources that failed."""
     entries: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -381,8 +425,9 @@ def collect_failed_starts(src: Sources | None, memory: ProcessMemory | None,
             notes.append(f"{source}: {exc}"[:300])
     if memory is not None:
         now = datetime.now(timezone.utc).isoformat()
-        for argv in memory.vanished(current):
+        for argv in memory.vanished(current, root):
+            lines = output_lines(root, memory.gone_outputs.get(tuple(argv)))
             entries.append(_entry("process", "process", argv, found,
                                   restart_count=None, exit_code=None, last_exit_at=now,
-                                  state="exited", image=None, lines=[]))
+                                  state="exited", image=None, lines=lines))
     return entries[:MAX_FAILED_STARTS], notes

