@@ -59,3 +59,34 @@ def test_invalid_choice_is_refused() -> None:
     answer = _explain("--kv-cache-dtype", "fp9")
     assert answer["invalid"] == [{"flag": "--kv-cache-dtype", "value": "fp9",
                                   "reason": "invalid choice"}]
+
+
+H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 85520809984,
+        "compute_capability": "9.0", "uuid": "GPU-0"}
+
+
+@pytest.fixture(scope="module")
+def kb():
+    from audit.kb.engine import load_rules
+    return load_rules()
+
+
+def _rule_ids(kb, argv: list[str], version: str) -> set[str]:
+    from audit.kb.context import build_context
+    server = {"pid": 7, "base_url": "http://127.0.0.1:8000", "vllm_version": version,
+              "installed_vllm_version": version, "argv": argv}
+    report = {"host": {"hostname": "h"}, "gpus": [H100], "servers": [server]}
+    return {f.rule_id for f in kb.evaluate(build_context(server, report))}
+
+
+@pytest.mark.parametrize("version", ["0.15.1", "0.25.1", "0.32.0", "0.33.0"])
+@pytest.mark.parametrize("form", [["-O3"], ["-O", "3"], ["-O=3"]])
+def test_optimization_level_short_form_raises_no_removed_flag(kb, version, form) -> None:
+    argv = ["vllm", "serve", "Qwen/Qwen3-8B", *form]
+    assert "up-removed-flags" not in _rule_ids(kb, argv, version)
+
+
+def test_an_abbreviated_flag_is_not_an_unknown_one(kb) -> None:
+    plain = _rule_ids(kb, ["vllm", "serve", "Qwen/Qwen3-8B", "--max-num-seqs", "8"], "0.32.0")
+    short = _rule_ids(kb, ["vllm", "serve", "Qwen/Qwen3-8B", "--max-num-seq", "8"], "0.32.0")
+    assert short == plain
