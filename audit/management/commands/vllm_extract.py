@@ -1,8 +1,9 @@
 """``manage.py vllm_extract``: write vLLM release tables (developer tool, never run by tests
 on a real wheel).
 
-* ``vllm_extract WHEEL_OR_SRC_DIR [...] --out audit/kb/data/vllm`` reads each wheel or
-  unpacked source tree statically (``ast``; vLLM is never imported) and writes
+* ``vllm_extract WHEEL_OR_SRC_DIR [...] --out audit/kb/data/vllm`` reads each wheel,
+  unpacked source tree or installed ``site-packages`` statically (``ast``; vLLM is never
+  imported) and writes
   ``<release>.json`` (release from ``vllm/_version.py``, or ``--release``).
 * ``vllm_extract --ground-truth DIR --out audit/kb/data/vllm`` converts the ground-truth
   JSON files (one table per release in them).
@@ -12,7 +13,6 @@ Check a new table with ``python -m audit.kb.vllm_extract.check WHEEL`` before co
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from audit.kb.vllm_extract import ground_truth
-from audit.kb.vllm_extract.build import build_table
-from audit.kb.vllm_extract.source import extract
+from audit.kb.vllm_extract.cli import write_source
 
 
 class Command(BaseCommand):
@@ -48,17 +47,3 @@ class Command(BaseCommand):
             self.stderr.write(f"vllm_extract: {exc}")
             sys.exit(2)
 
-
-def write_source(source: Path, out: Path, release: str | None = None) -> Path:
-    """Extract one wheel / source tree into ``out/<release>.json``; returns the path.
-    Raises ValueError when the release cannot be named."""
-    facts = extract(source)
-    name = release or facts["release"]
-    if not name:
-        raise ValueError(f"{source}: no vllm/_version.py; pass --release")
-    table = build_table(name, facts["flags"], facts["batch"], facts["metrics"], facts["spec"],
-                        facts["provenance"], facts["config_keys"])
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.json"
-    path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
-    return path
