@@ -3,12 +3,18 @@ regression tests on the fake node and the emulator."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 from test_probes import _emulator
 
+from fleet_agent import failed_starts as fs
 from fleet_agent import probes
+from fleet_agent.collect import CycleInput, collect
+from fleet_agent.config import AgentConfig
 
 
 @pytest.fixture
@@ -85,3 +91,39 @@ def test_probes_a_server_cannot_run_are_skipped(emulator):
         ["forced_tool_choice", "tool_continuation_cot"], argv=with_flags)}
     assert results["forced_tool_choice"]["outcome"] == "confirmed"
     assert results["tool_continuation_cot"]["outcome"] == "confirmed"
+
+
+FAILED_STARTS = Path(__file__).resolve().parents[1] / "data" / "real_vllm" / "0.32.0" / \
+    "failed_starts"
+
+
+@pytest.mark.parametrize("case", ["unknown_flag", "invalid_tool_parser",
+                                  "max_model_len_above_positions", "backend_rejects_head_dim"])
+def test_process_failed_start_quotes_its_output_file(node, case):
+    """A real 0.32.0 failed start (recorded by tests/real_vllm) run as ``… > log 2>&1``: the
+    agent reports it with the error lines of that log, not an empty list."""
+    recorded = json.loads((FAILED_STARTS / f"{case}.json").read_text())
+    log = ["INFO 12-01 15:00:00 [utils.py:253] non-default args: {'model': '/models/x'}",
+           *recorded["lines"]]
+    node.write_file(None, "/var/log/vllm/serve.log", "\n".join(log) + "\n")
+    pids = node.add_vllm(recorded["argv"])
+    os.symlink("/var/log/vllm/serve.log", node.root / "proc" / str(pids.server) / "fd" / "2")
+    memory = fs.ProcessMemory()
+    cycle = CycleInput(config=AgentConfig(), root=node.root, gpu_source="none",
+                       probe_http=False, process_memory=memory)
+    assert collect(cycle).failed_starts == []
+    shutil.rmtree(node.root / "proc" / str(pids.server))
+    gone = collect(cycle).failed_starts
+    assert [f.source for f in gone] == ["process"]
+    assert gone[0].lines == recorded["lines"]
+
+
+def test_output_to_a_pipe_gives_no_lines(node):
+    pids = node.add_vllm(["vllm", "serve", "m", "--port", "8001"])
+    os.symlink("pipe:[4242]", node.root / "proc" / str(pids.server) / "fd" / "2")
+    memory = fs.ProcessMemory()
+    cycle = CycleInput(config=AgentConfig(), root=node.root, gpu_source="none",
+                       probe_http=False, process_memory=memory)
+    collect(cycle)
+    shutil.rmtree(node.root / "proc" / str(pids.server))
+    assert collect(cycle).failed_starts[0].lines == []
