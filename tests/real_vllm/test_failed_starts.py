@@ -20,26 +20,26 @@ pytestmark = pytest.mark.real_vllm
 
 #: case -> (arguments after --model MODEL, a piece of the line that must be captured)
 CASES = {
-    "unknown_flag": (["--bogus-flag", "1"], "unrecognized arguments: --bogus-flag 1"),
+    "unknown_flag": (["--bogus-flag", "1"], "unrecognized arguments: --bogus-flag"),
     "invalid_tool_parser": (["--enable-auto-tool-choice", "--tool-call-parser",
                              "no_such_parser"], "no_such_parser"),
     "max_model_len_above_positions": (["--max-model-len", "4096"], "4096"),
-    "backend_rejects_head_dim": ([], "head"),
+    "unsupported_architecture": ([], "NoSuchLlamaForCausalLM"),
 }
 
 
 @pytest.fixture(scope="module")
-def small_heads(vllm_py: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny model with 16 heads of 16 dims: a head size the CPU backend refuses."""
-    return live.build_model(vllm_py, tmp_path_factory.mktemp("tiny16") / "tiny-hd16",
-                            "--head-dim-16")
+def unknown_arch(vllm_py: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model under an architecture name vLLM has no implementation for."""
+    return live.build_model(vllm_py, tmp_path_factory.mktemp("arch") / "tiny-unknown-arch",
+                            "--architecture", "NoSuchLlamaForCausalLM")
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_failed_start_is_reported_with_its_lines(case: str, vllm_py: str, tiny_model: Path,
-                                                 small_heads: Path, tmp_path: Path) -> None:
+                                                 unknown_arch: Path, tmp_path: Path) -> None:
     extra, expected = CASES[case]
-    model = small_heads if case == "backend_rejects_head_dim" else tiny_model
+    model = unknown_arch if case == "unsupported_architecture" else tiny_model
     args = ["--model", str(model), "--dtype", "float32", *extra]
     if "--max-model-len" not in extra:
         args += ["--max-model-len", "512"]
@@ -56,6 +56,7 @@ def test_failed_start_is_reported_with_its_lines(case: str, vllm_py: str, tiny_m
         out.parent.mkdir(parents=True, exist_ok=True)
         argv = [a.replace(str(model), f"/models/{model.name}") for a in entries[0]["argv"]]
         argv[0] = "/opt/vllm-cpu/bin/python"
+        argv[argv.index("--port") + 1] = "8000"  # a free port each run
         out.write_text(json.dumps({
             "_source": "a real start of vllm-cpu 0.32.0 (tests/real_vllm/test_failed_starts.py)"
                        ", reported by the agent's process source; paths shortened",

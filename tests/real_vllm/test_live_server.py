@@ -18,7 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from audit.kb.metrics import parse
 from audit.kb.snapshot import evaluate_files
 from audit.kb.vllm_tables import table
 from fleet_agent.collect import CycleInput, collect
@@ -52,16 +54,26 @@ def server(vllm_py: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFact
 
 def _stream(base: str, prompt: str, out: list) -> None:
     body = {"model": "tiny", "stream": True, "max_tokens": MAX_TOKENS, "temperature": 0.8,
-            "ignore_eos": True, "messages": [{"role": "user", "content": prompt}]}
-    chunks = 0
+            "ignore_eos": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": prompt}]}
+    chunks, tokens = 0, None
     with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=120) as resp:
         for line in resp.iter_lines():
-            chunks += line.startswith("data:") and line != "data: [DONE]"
-    out.append((resp.status_code, chunks))
+            if not line.startswith("data:") or line == "data: [DONE]":
+                continue
+            chunks += 1
+            usage = json.loads(line[5:]).get("usage")
+            tokens = usage["completion_tokens"] if usage else tokens
+    out.append((resp.status_code, chunks, tokens))
 
 
 def _families(text: str) -> set[str]:
-    return set(re.findall(r"^# TYPE (vllm:\w+) ", text, re.MULTILINE))
+    """``vllm:`` metric families as prometheus_client's parser names them (counters without
+    ``_total``); the ``X_created`` timestamp gauge prometheus_client adds to a counter or
+    histogram ``X`` counts as part of ``X``."""
+    names = {f.name for f in text_string_to_metric_families(text) if f.name.startswith("vllm:")}
+    return {n.removesuffix("_created") if n.endswith("_created") and n[:-8] in names else n
+            for n in names}
 
 
 def _sample(text: str, family: str) -> float:
@@ -87,8 +99,9 @@ def under_load(server: live.Server) -> str:
         time.sleep(0.3)
     for thread in threads:
         thread.join()
-    assert [status for status, _ in results] == [200] * CONCURRENCY
-    assert all(chunks >= MAX_TOKENS for _, chunks in results), results
+    assert [status for status, _, _ in results] == [200] * CONCURRENCY
+    # Streamed: many chunks each; ignore_eos: every request ran to max_tokens.
+    assert all(chunks > 10 and tokens == MAX_TOKENS for _, chunks, tokens in results), results
     if RECORD:
         (DATA / "metrics_under_load.txt").write_text(best)
     return best
@@ -96,6 +109,9 @@ def under_load(server: live.Server) -> str:
 
 def test_metrics_under_load_match_the_release_table(under_load: str) -> None:
     assert _sample(under_load, "vllm:num_requests_running") >= 2
+    snap = parse(under_load)  # the reader the rules use
+    assert snap.errors == [] and snap.era == "v1"
+    assert snap.gauges["requests_running"] >= 2 and snap.model_names == ["tiny"]
     exposed = _families(under_load)
     known = set(table("0.32.0")["metrics"])
     assert exposed, "no vllm: families in /metrics"
@@ -131,8 +147,12 @@ def test_agent_collects_every_field(server: live.Server, report, tiny_model: Pat
     assert entry["env"]["HF_TOKEN"] != secret and "HF_TOKEN" in entry["env"]
     template = (tiny_model / "chat_template.jinja").read_bytes()
     assert entry["chat_template"]["sha256"] == hashlib.sha256(template).hexdigest()
-    names = json.dumps(entry["model_files"])
-    assert "config.json" in names and "model.safetensors" in names
+    files = entry["model_files"]
+    assert files["source"] == str(tiny_model)
+    assert files["config"]["architectures"] == ["LlamaForCausalLM"]
+    weights = (tiny_model / "model.safetensors").stat().st_size
+    assert 0.9 * weights <= files["weights_bytes"] <= weights
+    assert files["weights_dtype"] == "float32" and files["errors"] == []
     assert _families(entry["metrics"]["text"]) <= set(table("0.32.0")["metrics"])
     assert entry["errors"] == []
 
