@@ -127,3 +127,20 @@ def test_output_to_a_pipe_gives_no_lines(node):
     collect(cycle)
     shutil.rmtree(node.root / "proc" / str(pids.server))
     assert collect(cycle).failed_starts[0].lines == []
+
+
+def test_systemctl_without_systemd_running_is_no_systemd(tmp_path: Path) -> None:
+    """A container with systemctl installed but no systemd (the real-vLLM demo node): no
+    failed-start note, as when systemctl is missing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    systemctl = bin_dir / "systemctl"
+    systemctl.write_text("#!/bin/sh\necho 'System has not been booted with systemd as init "
+                         "system (PID 1). Can'\"'\"'t operate.' >&2\necho 'Failed to connect "
+                         "to bus: Host is down' >&2\nexit 1\n")
+    systemctl.chmod(0o755)
+    src = fs.Sources(path=str(bin_dir), docker_sockets=())
+    assert fs.collect_failed_starts(src, None, [], set()) == ([], [])
+    systemctl.write_text("#!/bin/sh\necho 'Access denied' >&2\nexit 1\n")
+    entries, notes = fs.collect_failed_starts(src, None, [], set())
+    assert entries == [] and notes == ["systemd: systemctl exited 1: Access denied"]
