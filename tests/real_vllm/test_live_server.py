@@ -33,7 +33,9 @@ pytestmark = pytest.mark.real_vllm
 
 #: Concurrent streaming requests sent at once (the server's --max-num-seq is 8).
 CONCURRENCY = 6
-MAX_TOKENS = 64
+#: Tokens per request: enough that the six run together for seconds even on an idle machine
+#: (the tiny model decodes fast), within --max-model-len 512 with the short prompts.
+MAX_TOKENS = 384
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +98,7 @@ def under_load(server: live.Server) -> str:
         running = _sample(text, "vllm:num_requests_running")
         if running > best_running:
             best, best_running = text, running
-        time.sleep(0.3)
+        time.sleep(0.1)
     for thread in threads:
         thread.join()
     assert [status for status, _, _ in results] == [200] * CONCURRENCY
