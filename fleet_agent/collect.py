@@ -289,7 +289,8 @@ def _run_probes(inp: CycleInput, entry: dict[str, Any], connect: str, api_key: s
         stamp = {"vllm_version": entry.get("vllm_version"),
                  "template_sha256": (entry.get("chat_template") or {}).get("sha256")}
         fresh = {r["name"]: {**r, **stamp, "evidence": redact.redact_text(r["evidence"], found)}
-                 for r in probes.run_probes(connect, model, names, api_key)}
+                 for r in probes.run_probes(connect, model, names, api_key,
+                                            argv=entry["argv"])}
         kept = {r["name"]: r for r in inp.probe_memory.get(slot, [])}
         inp.probe_memory[slot] = list({**kept, **fresh}.values())
     if inp.probe_memory.get(slot):

@@ -98,6 +98,10 @@ WATCH_S = 3.0
 #: Container exit codes of a stop, not a failure: 0, and SIGINT/SIGKILL/SIGTERM as 128+N
 #: (``docker stop`` sends SIGTERM, then SIGKILL after its timeout).
 _STOPPED_EXIT_CODES = (0, 130, 137, 143, None)
+#: What systemctl prints where it is installed but systemd is not PID 1 (a container, WSL):
+#: no systemd on this node, as when systemctl is missing (systemd's
+#: src/shared/bus-util.c, "System has not been booted with systemd as init system").
+NO_SYSTEMD = "has not been booted with systemd"
 #: Words in an image reference or command that mark a vLLM container.
 _VLLM_WORD = re.compile(r"vllm", re.IGNORECASE)
 
@@ -511,7 +515,8 @@ def collect_failed_starts(src: Sources | None, memory: ProcessMemory | None,
         except FileNotFoundError:
             pass  # no systemd on this node (a container, a minimal image)
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-            notes.append(f"systemd: {exc}"[:300])
+            if NO_SYSTEMD not in str(exc):  # systemctl installed, systemd not running
+                notes.append(f"systemd: {exc}"[:300])
     for source, path in src.docker_sockets if src is not None else ():
         try:
             entries += container_failed(source, path, found)

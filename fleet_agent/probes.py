@@ -201,16 +201,26 @@ def _stream_deltas(sse: str) -> list[str]:
 
 
 def forced_tool_choice(server: Server) -> Verdict:
-    """Named and ``required`` tool_choice; confirmed when either ends without a parseable call."""
+    """Named and ``required`` tool_choice; confirmed when either ends without a parseable call.
+
+    An answer cut off at ``max_tokens`` (``finish_reason: length``) proves nothing about the
+    server (a small or random model may simply not finish the call in :data:`MAX_TOKENS`):
+    when that is the only failure the outcome is ``skipped`` (inconclusive), never confirmed.
+    """
     ask = [{"role": "user", "content": "What time is it in Paris?"}]
-    failures, notes = [], []
+    failures, truncated, notes = [], [], []
     for label, choice in (("named", {"type": "function", "function": {"name": "get_time"}}),
                           ("required", "required")):
         answer = server.chat(ask, tools=[_TOOL], tool_choice=choice)
         problem = _tool_call_problem(answer)
-        (failures if problem else notes).append(f"{label}: {problem or 'tool call parsed'}")
+        if problem and answer.get("finish_reason") == "length":
+            truncated.append(f"{label}: cut off at max_tokens ({problem})")
+        else:
+            (failures if problem else notes).append(f"{label}: {problem or 'tool call parsed'}")
     if failures:
-        return "confirmed", "; ".join(failures + notes)
+        return "confirmed", "; ".join(failures + truncated + notes)
+    if truncated:
+        return "skipped", "inconclusive: " + "; ".join(truncated + notes)
     return "not_reproduced", "; ".join(notes)
 
 
@@ -339,11 +349,38 @@ PROBES: dict[str, Callable[[Server], Verdict]] = {
 assert tuple(PROBES) == PROBE_NAMES  # the wire schema names the same probes
 
 
-def run_probe(name: str, server: Server) -> dict[str, Any]:
-    """Run one probe; returns ``{"name", "ran_at", "outcome", "evidence", "duration_ms"}``."""
+#: What a probe needs the server to run with (vLLM's own flags): a server without it cannot
+#: show the issue, and the probe is ``skipped``. Tool calls in answers need
+#: ``--enable-auto-tool-choice`` and a ``--tool-call-parser`` (vLLM's tool calling docs:
+#: https://docs.vllm.ai/en/latest/features/tool_calling.html); reasoning split from content
+#: needs a ``--reasoning-parser`` (https://docs.vllm.ai/en/latest/features/reasoning_outputs.html).
+REQUIRED_FLAGS: dict[str, tuple[str, ...]] = {
+    "forced_tool_choice": ("--enable-auto-tool-choice", "--tool-call-parser"),
+    "tool_continuation_cot": ("--reasoning-parser",),
+}
+
+
+def inapplicable(name: str, argv: list[str] | None) -> str | None:
+    """Why probe ``name`` cannot apply to a server started with ``argv`` (None: it can, or
+    the argv is unknown). Spellings as vLLM reads them (``_`` or ``-``, ``=value``)."""
+    if argv is None:
+        return None
+    given = {word.split("=", 1)[0].replace("_", "-") for word in argv if word.startswith("--")}
+    missing = [flag for flag in REQUIRED_FLAGS.get(name, ()) if flag not in given]
+    if missing:
+        return f"not applicable: the server runs without {' '.join(missing)}"
+    return None
+
+
+def run_probe(name: str, server: Server, argv: list[str] | None = None) -> dict[str, Any]:
+    """Run one probe; returns ``{"name", "ran_at", "outcome", "evidence", "duration_ms"}``.
+    ``argv``: the server's command line, for :func:`inapplicable` (None: not checked)."""
     started, ran_at = time.monotonic(), datetime.now(timezone.utc).isoformat()
     server.budget = _Budget(server.timeout_s)
-    if server.model is None and name != "template_identity":
+    why_not = inapplicable(name, argv)
+    if why_not is not None:
+        outcome, evidence = "skipped", why_not
+    elif server.model is None and name != "template_identity":
         outcome, evidence = "skipped", "no served model known (GET /v1/models failed)"
     else:
         try:
@@ -359,9 +396,11 @@ def run_probe(name: str, server: Server) -> dict[str, Any]:
 
 def run_probes(base_url: str, model: str | None, names: list[str],
                api_key: str | None = None, timeout_s: float = PROBE_TIMEOUT_S,
-               budget_s: float = PROBES_BUDGET_S) -> list[dict[str, Any]]:
+               budget_s: float = PROBES_BUDGET_S, argv: list[str] | None = None
+               ) -> list[dict[str, Any]]:
     """Run the known probes among ``names`` (unknown names are ignored) against ``base_url``:
-    each within ``timeout_s`` and the last one's end, all within ``budget_s`` seconds."""
+    each within ``timeout_s`` and the last one's end, all within ``budget_s`` seconds;
+    ``argv`` (the server's command line) marks inapplicable probes ``skipped``."""
     server = Server(base_url, model, api_key, timeout_s)
     end = time.monotonic() + budget_s
     out = []
@@ -376,5 +415,5 @@ def run_probes(base_url: str, model: str | None, names: list[str],
                                         "this cycle was spent"})
                 continue
             server.timeout_s = min(timeout_s, left)
-            out.append(run_probe(name, server))
+            out.append(run_probe(name, server, argv))
     return out

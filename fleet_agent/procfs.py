@@ -269,15 +269,19 @@ def permits(st: os.stat_result, creds: Creds, bit: int) -> bool:
     return bool(st.st_mode & bit)
 
 
-def read_as(ns_root: Path, path: str, creds: Creds, limit: int = 1 << 20) -> bytes | None:
+def read_as(ns_root: Path, path: str, creds: Creds, limit: int = 1 << 20,
+            tail: bool = False) -> bytes | None:
     """Read the in-namespace absolute ``path`` under ``ns_root`` (``proc/PID/root``) only if
     ``creds`` could: search permission on every directory walked, read permission on the
-    regular file reached. None otherwise (missing, denied, not a regular file, loop)."""
+    regular file reached. None otherwise (missing, denied, not a regular file, loop).
+    ``tail``: the last ``limit`` bytes instead of the first (a log's newest lines)."""
     fd = _open_as(ns_root, path, creds)
     if fd is None:
         return None
     try:
         with os.fdopen(fd, "rb") as fh:
+            if tail:
+                fh.seek(max(0, os.fstat(fh.fileno()).st_size - limit))
             return fh.read(limit)
     except OSError:
         return None

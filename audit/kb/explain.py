@@ -8,7 +8,8 @@ Answer shape: {vllm_version (as given), version (PEP 440 or null), release (tabl
 release_note, gpu {name, memory_gib, count, compute_capability, vendor} | null, launcher,
 is_server, settings {name: {value, source (argv|default|derived), detail}}, set [names],
 unknown [options no known release has], not_accepted [{flag, reason, added_in, removed_in,
-last_accepted, dest, release}], deprecated [spellings], errors [..]}.
+last_accepted, dest, release}], invalid [{flag, value, reason}] (values the release's parser
+refuses: "invalid choice", "not a number"), deprecated [spellings], errors [..]}.
 """
 
 from __future__ import annotations
@@ -75,14 +76,17 @@ def explain(vllm_version: str | None, gpu: dict[str, Any] | None, argv: list[str
                                   facts.get("name"), facts.get("compute_capability"),
                                   facts.get("vendor"))
     settings = {name: {"value": flags[name], "source": meta["source"].get(name, "default"),
-                       "detail": meta["sources"].get(name, "")} for name in sorted(flags)}
+                       "detail": meta["sources"].get(name, "")} for name in sorted(flags)
+                if not name.endswith("_all")}
+    if flags.get("served_model_name_all"):  # vLLM serves every name given (nargs "+")
+        settings["served_model_name"]["value"] = flags["served_model_name_all"]
     return {
         "vllm_version": vllm_version, "version": info.version, "version_note": info.note,
         "release": release, "release_note": note, "gpu": gpu_facts,
         "launcher": meta["launcher"], "is_server": meta["is_server"],
         "settings": settings, "set": meta["set"], "unknown": meta["unknown"],
         "not_accepted": meta["not_accepted"], "deprecated": meta["deprecated"],
-        "errors": meta["errors"],
+        "invalid": parsed.invalid, "errors": meta["errors"],
     }
 
 
@@ -150,5 +154,7 @@ def to_text(answer: dict[str, Any], argv: list[str] | None = None) -> str:
         when = item["removed_in"] and f"removed in {item['removed_in']}" or \
             item["added_in"] and f"first in {item['added_in']}" or "in no known release"
         lines.append(f"not accepted by {answer['release']}: {item['flag']} ({when})")
+    lines += [f"refused by {answer['release']}: {item['flag']} {item['value']!r} "
+              f"({item['reason']})" for item in answer.get("invalid", [])]
     lines += [f"error: {e}" for e in answer["errors"]]
     return "\n".join(lines)

