@@ -183,6 +183,12 @@ class AcceptedOut(Schema):
     duplicate: bool
     #: Live probes due on this host's servers (issue 17); absent when none are.
     probes: list[dict[str, Any]] | None = None
+    #: This dashboard derives from ``servers[].metrics.compact``: the agent may leave the raw
+    #: /metrics text out (it sends it every cycle until it has seen this once).
+    metrics_compact: bool = True
+    #: Server identities (``port:8000``, ``*`` for all) whose raw /metrics text the dashboard
+    #: wants with the next report; absent when none.
+    metrics_text: list[str] | None = None
 
 
 def _client_ip(request: HttpRequest) -> str:
@@ -329,7 +335,8 @@ def submit_report(request: HttpRequest) -> Status:
         raise AuthenticationError()
     if created:
         transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
-    answer = {"report_id": str(report.report_id), "duplicate": not created}
+    answer = {"report_id": str(report.report_id), "duplicate": not created,
+              "metrics_compact": True}
     return Status(202, _with_probe_requests(answer, token, wire, created))
 
 

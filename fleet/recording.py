@@ -381,7 +381,9 @@ def _record_server(host: Host, info: ServerInfo, wire: WireReport, report: Repor
     server.last_seen = wire.collected_at
     server.last_report = report
     if info.metrics is not None:
-        record_sample(server, report, info.metrics.text, info.metrics.scraped_at, same_process)
+        block = {"text": info.metrics.text, "compact": info.metrics.compact.model_dump()
+                 if info.metrics.compact is not None else None}
+        record_sample(server, report, block, info.metrics.scraped_at, same_process)
     server.save()
     return server
 

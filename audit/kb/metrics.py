@@ -3,6 +3,8 @@
 Public API (contract: docs/knowledge-base.md, section "Context reference"):
 
 - `parse(text) -> MetricSnapshot`: never raises; problems are listed in `snapshot.errors`.
+- `from_compact(compact) -> MetricSnapshot`: the same snapshot from the agent's compact form
+  (``servers[].metrics.compact``, docs/wire-contract.md) without any text parsing; never raises.
 - `window(prev, cur, elapsed_s) -> dict`: derived values for one interval (see
   `audit.kb.metrics_window.window`).
 - `histogram_quantile(q, hist)`: Prometheus `histogram_quantile` semantics on one histogram.
@@ -26,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -41,7 +43,8 @@ from audit.kb.metrics_names import (
 from audit.kb.metrics_snapshot import Histogram, MetricSnapshot
 from audit.kb.metrics_window import histogram_quantile, window
 
-__all__ = ["Histogram", "MetricSnapshot", "histogram_quantile", "parse", "window"]
+__all__ = ["Histogram", "MetricSnapshot", "from_compact", "histogram_quantile", "parse",
+           "scrape_snapshot", "window"]
 
 MAX_ERRORS = 20  # keep `errors` readable on garbage input; the rest is counted in one line
 MAX_POSITION = 64  # spec-decode positions beyond this are garbage (k is single digits in practice)
@@ -64,6 +67,63 @@ def parse(text: Any) -> MetricSnapshot:
     except Exception as exc:  # parse() promises callers (Celery, bench) it never raises
         _add_error(snap.errors, f"internal error: {type(exc).__name__}: {exc}")
     return snap
+
+
+class _Sample(NamedTuple):
+    """One sample as :class:`_Aggregator` reads it (prometheus_client's ``Sample`` shape)."""
+
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+def from_compact(compact: Any) -> MetricSnapshot:
+    """The snapshot of one scrape sent in compact form (a dict shaped as
+    ``fleet_agent.schema.MetricsCompact``): the same values :func:`parse` gives for the text
+    the agent compacted, from numbers alone. Never raises: problems land in ``errors``."""
+    snap = MetricSnapshot()
+    try:
+        samples, names, has_engine = _compact_samples(compact)
+        if not names and (compact.get("vllm_names") or 0) > 0:
+            names = {"vllm:"}  # as parse(): the body had vLLM names, none of them mapped
+        snap.era = _detect_era(names, has_engine)
+        _Aggregator(snap).run(samples)
+    except Exception as exc:  # as parse(): the worker must never fail on a body
+        _add_error(snap.errors, f"internal error: {type(exc).__name__}: {exc}")
+    return snap
+
+
+def scrape_snapshot(block: Any) -> MetricSnapshot | None:
+    """The snapshot of one report's ``servers[].metrics`` block (JSON as stored): from the
+    compact form when the agent sent one (the text, if any, is then only kept), else from the
+    text; None when the block holds neither."""
+    if not isinstance(block, dict):
+        return None
+    if isinstance(block.get("compact"), dict):
+        return from_compact(block["compact"])
+    text = block.get("text")
+    return parse(text) if isinstance(text, str) and text.strip() else None
+
+
+def _compact_samples(compact: dict[str, Any]) -> tuple[list[_Sample], set[str], bool]:
+    samples: list[_Sample] = []
+    names: set[str] = set()
+    for name, series in (compact.get("samples") or {}).items():
+        names.add(_normalise(name))
+        samples.extend(_Sample(name, labels, value) for labels, value in series)
+    for family, series in (compact.get("histograms") or {}).items():
+        names.add(_normalise(family) + "_bucket")
+        for hist in series:
+            labels = hist.get("labels") or {}
+            samples.extend(_Sample(family + "_bucket", {**labels, "le": le}, count)
+                           for le, count in zip(hist.get("le") or [], hist.get("counts") or [],
+                                                strict=False))
+            for role in ("sum", "count"):
+                if hist.get(role) is not None:
+                    samples.append(_Sample(f"{family}_{role}", labels, hist[role]))
+    has_engine = compact.get("vllm_engine_label") is True \
+        or any("engine" in s.labels for s in samples)
+    return samples, names, has_engine
 
 
 def _coerce_text(text: Any, errors: list[str]) -> str:
