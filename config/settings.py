@@ -245,6 +245,10 @@ CELERY_TASK_ROUTES = {
     "alerts.*": {"queue": "alerts"},
     "audit.tasks.send_*": {"queue": "alerts"},
 }
+# Host shards of the evaluation queue (docs/scaling.md): with N > 1 a host's reports go to
+# queue ``evaluate.<host id mod N>`` so that one worker (concurrency 1) per shard applies
+# them in order; 1 keeps the single ``evaluate`` queue.
+EVALUATE_SHARDS = env_int("EVALUATE_SHARDS", 1, minimum=1)
 # Only tasks that claim their rows (safe to run twice) set acks_late themselves.
 CELERY_TASK_ACKS_LATE = False
 CELERY_BEAT_SCHEDULE = {

@@ -334,7 +334,8 @@ def submit_report(request: HttpRequest) -> Status:
         token_cache.forget(token.token_hash)
         raise AuthenticationError()
     if created:
-        transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
+        transaction.on_commit(partial(enqueue_evaluation, str(report.report_id),
+                                      report.host_id))
     answer = {"report_id": str(report.report_id), "duplicate": not created,
               "metrics_compact": True}
     return Status(202, _with_probe_requests(answer, token, wire, created))
@@ -403,7 +404,7 @@ def _refuse_future(wire: Any) -> None:
         raise ApiRefusal(422, "report is dated in the future", details)
 
 
-def enqueue_evaluation(report_id: str) -> None:
+def enqueue_evaluation(report_id: str, host_id: int | None = None) -> None:
     """Ask for the report's evaluation (:data:`fleet.signals.report_needs_evaluation`, whose
     audit receiver queues ``audit.tasks.evaluate_report``); a broker outage is logged only.
 
@@ -412,7 +413,7 @@ def enqueue_evaluation(report_id: str) -> None:
     enqueues it again once the broker is back.
     """
     try:
-        report_needs_evaluation.send(sender=Report, report_id=report_id)
+        report_needs_evaluation.send(sender=Report, report_id=report_id, host_id=host_id)
     except BrokerError as exc:
         log.warning("broker unavailable, report %s left for the sweep: %s", report_id, exc)
 
