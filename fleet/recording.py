@@ -316,10 +316,11 @@ def _record_servers(host: Host, wire: WireReport, report: Report) -> None:
             log.warning("host %s: server pid %s not recorded: %s", host.pk, info.pid, exc)
             continue
         seen.append(server.pk)
-    gone = host.servers.filter(is_running=True).exclude(pk__in=seen)
+    gone = list(host.servers.filter(is_running=True).exclude(pk__in=seen))
     for server in gone:
         _event(server, report, ChangeEvent.Kind.SERVER_STOPPED, wire, str(server.pid), "")
-    gone.update(is_running=False)
+    if gone:  # a steady report stops nothing: no UPDATE statement for it
+        Server.objects.filter(pk__in=[s.pk for s in gone]).update(is_running=False)
 
 
 def failed_start_identity(entry: FailedStart) -> str:
