@@ -284,8 +284,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"enrolled {len(hosts)} hosts with their tokens in "
               f"{time.monotonic() - enroll_start:.1f} s (bulk insert)")
         seconds = args.minutes * 60
+        minutes = args.steady_minutes or args.minutes
         print(f"{args.hosts} hosts, {args.rate:g} reports/s (each host every "
-              f"{args.hosts / args.rate:.0f} s) for {args.minutes:g} min; "
+              f"{args.hosts / args.rate:.0f} s) for {minutes:g} min"
+              f"{' after a warm-up' if args.steady_minutes else ''}; "
               f"{args.web_workers} gunicorn workers, {args.worker_concurrency} Celery processes")
         with Gunicorn(env, args.web_workers) as web, \
                 celery_worker(env, args.worker_concurrency) as worker:
