@@ -208,6 +208,9 @@ INGEST_TOKEN_CACHE_S = env_int("INGEST_TOKEN_CACHE_S", 300, minimum=0)
 #: How far ahead of this server's clock a report's collected_at may be (seconds): clock skew
 #: between nodes is tolerated, a 2099 timestamp that would hide every later report is not.
 COLLECTED_AT_MAX_AHEAD_S = env_int("COLLECTED_AT_MAX_AHEAD_S", 300, minimum=0)
+# Seconds between raw /metrics texts the dashboard asks each host for (``metrics_text`` in
+# the 202; fleet.metrics_text); 0 leaves it to the agents' own schedule (metrics_text_every).
+FLEET_METRICS_TEXT_EVERY_S = env_int("FLEET_METRICS_TEXT_EVERY_S", 0, minimum=0)
 
 # --- enrollment (issue 16 item 3) ---------------------------------------------------
 #: Enrollment attempts per client IP and per secret: (requests, per seconds), and burst.

@@ -31,6 +31,7 @@ from fleet import probes as fleet_probes
 from fleet import token_cache
 from fleet.bodies import BodyError, read_capped_body
 from fleet.client_ip import client_ip, client_ip_or_none
+from fleet.metrics_text import text_due
 from fleet.models import AgentToken, EnrollmentSecret, Host, Report, future_cutoff, sha256_hex
 from fleet.ratelimit import check_rate
 from fleet.recording import server_identity, store_report
@@ -338,6 +339,8 @@ def submit_report(request: HttpRequest) -> Status:
                                       report.host_id))
     answer = {"report_id": str(report.report_id), "duplicate": not created,
               "metrics_compact": True}
+    if created and text_due(wire):
+        answer["metrics_text"] = ["*"]
     return Status(202, _with_probe_requests(answer, token, wire, created))
 
 

@@ -128,3 +128,43 @@ def test_a_bad_compact_block_is_refused_with_its_path(post_report, make_report, 
     assert response.status_code == 422
     assert path in [d["path"] for d in response.json()["details"]]
     assert Report.objects.count() == 0
+
+
+def _compact_only(make_report, at: datetime, machine: str = "machine-1") -> dict:
+    block = _metrics(CAPTURE.read_text(), at, "compact")
+    return make_report(server={"metrics": block}, collected_at=iso(at),
+                       host={"machine_id": machine})
+
+
+def test_the_dashboard_asks_each_host_for_its_text_once_per_period(settings, make_report):
+    from fleet.metrics_text import text_due
+    from fleet_agent.schema import parse_report
+
+    settings.FLEET_METRICS_TEXT_EVERY_S = 3600
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    for machine in ("machine-1", "machine-2", "machine-3"):
+        asked = [at for at in (start + timedelta(seconds=30 * k) for k in range(240))
+                 if text_due(parse_report(_compact_only(make_report, at, machine)))]
+        assert len(asked) == 2, machine  # two hours of 30 s reports: once an hour
+        assert asked[1] - asked[0] == timedelta(hours=1)
+    settings.FLEET_METRICS_TEXT_EVERY_S = 0
+    assert not any(text_due(parse_report(_compact_only(make_report, start + timedelta(
+        seconds=30 * k)))) for k in range(240))
+
+
+@pytest.mark.django_db
+def test_the_202_carries_the_text_request_when_due(post_report, make_report, enrolled,
+                                                    settings):
+    from fleet.metrics_text import text_due
+    from fleet_agent.schema import parse_report
+
+    settings.FLEET_METRICS_TEXT_EVERY_S = 600
+    _, token = enrolled()
+    now = datetime.now(UTC) - timedelta(minutes=20)
+    times = [now + timedelta(seconds=30 * k) for k in range(20)]
+    due = next(at for at in times if text_due(parse_report(_compact_only(make_report, at))))
+    asked = post_report(_compact_only(make_report, due), token=token).json()
+    later = post_report(_compact_only(make_report, due + timedelta(seconds=30)),
+                        token=token).json()
+    assert asked["metrics_text"] == ["*"]
+    assert "metrics_text" not in later
