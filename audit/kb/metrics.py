@@ -87,7 +87,7 @@ def from_compact(compact: Any) -> MetricSnapshot:
         if not names and (compact.get("vllm_names") or 0) > 0:
             names = {"vllm:"}  # as parse(): the body had vLLM names, none of them mapped
         snap.era = _detect_era(names, has_engine)
-        _Aggregator(snap).run(samples)
+        _Aggregator(snap).run(samples, compact.get("histograms") or {})
     except Exception as exc:  # as parse(): the worker must never fail on a body
         _add_error(snap.errors, f"internal error: {type(exc).__name__}: {exc}")
     return snap
@@ -106,23 +106,18 @@ def scrape_snapshot(block: Any) -> MetricSnapshot | None:
 
 
 def _compact_samples(compact: dict[str, Any]) -> tuple[list[_Sample], set[str], bool]:
+    """The plain samples of a compact block, the vLLM names it holds (histograms as their
+    ``_bucket`` name, as the text has them) and whether any series has an engine label."""
     samples: list[_Sample] = []
     names: set[str] = set()
     for name, series in (compact.get("samples") or {}).items():
         names.add(_normalise(name))
         samples.extend(_Sample(name, labels, value) for labels, value in series)
-    for family, series in (compact.get("histograms") or {}).items():
-        names.add(_normalise(family) + "_bucket")
-        for hist in series:
-            labels = hist.get("labels") or {}
-            samples.extend(_Sample(family + "_bucket", {**labels, "le": le}, count)
-                           for le, count in zip(hist.get("le") or [], hist.get("counts") or [],
-                                                strict=False))
-            for role in ("sum", "count"):
-                if hist.get(role) is not None:
-                    samples.append(_Sample(f"{family}_{role}", labels, hist[role]))
     has_engine = compact.get("vllm_engine_label") is True \
         or any("engine" in s.labels for s in samples)
+    for family, series in (compact.get("histograms") or {}).items():
+        names.add(_normalise(family) + "_bucket")
+        has_engine = has_engine or any("engine" in (h.get("labels") or {}) for h in series)
     return samples, names, has_engine
 
 
@@ -253,13 +248,44 @@ class _Aggregator:
         self.engines: set[str] = set()
         self.info_engine: str | None = None
 
-    def run(self, samples: Iterable[Any]) -> None:
+    def run(self, samples: Iterable[Any],
+            histograms: dict[str, list[dict[str, Any]]] | None = None) -> None:
+        """Aggregate ``samples`` and the compact form's ``histograms`` (family -> series
+        with bucket arrays, read without one sample object per bucket), then resolve."""
         series: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
         for s in samples:  # a repeated series (same name and labels) counts once: last wins
             series[(s.name, tuple(sorted(s.labels.items())))] = s
         for s in series.values():
             self._add(s)
+        for family, hist_series in (histograms or {}).items():
+            self._add_compact_hist(family, hist_series)
         self._resolve()
+
+    def _add_compact_hist(self, family: str, series: list[dict[str, Any]]) -> None:
+        entry = SAMPLE_INDEX.get(_normalise(family) + "_bucket")
+        if entry is None or entry[0] != "hist":
+            return
+        _kind, canon, prio, _role = entry
+        latest = {tuple(sorted((h.get("labels") or {}).items())): h for h in series}
+        for hist in latest.values():  # a repeated series counts once (last wins), as above
+            self._note_labels(hist.get("labels") or {})
+            acc = self.hists.setdefault((canon, prio), {"buckets": {}, "sum": None,
+                                                        "count": None})
+            for le_text, count in dict(zip(hist.get("le") or [], hist.get("counts") or [],
+                                           strict=False)).items():
+                try:
+                    le = float(le_text)
+                except ValueError:
+                    _add_error(self.snap.errors, f"{family}_bucket without a numeric le "
+                                                 "label, ignored")
+                    continue
+                if math.isnan(le):
+                    _add_error(self.snap.errors, f"{family}_bucket with le=NaN, ignored")
+                    continue
+                acc["buckets"][le] = acc["buckets"].get(le, 0.0) + float(count)
+            for role in ("sum", "count"):
+                if hist.get(role) is not None:
+                    acc[role] = (acc[role] or 0.0) + float(hist[role])
 
     def _add(self, sample: Any) -> None:
         name = _normalise(sample.name)
