@@ -1,6 +1,6 @@
 """Benchmark: a soak of the whole stack (gunicorn, Redis broker, Celery workers, PostgreSQL).
 
-Not a test (issue 14). A simulated fleet (``--hosts`` hosts from the ingest generator: real
+Not a test. A simulated fleet (``--hosts`` hosts from the ingest generator: real
 argv, full real 45-54 KB ``/metrics`` bodies, two GPUs) reports at ``--rate`` reports/s for
 ``--minutes`` minutes, each host every ``hosts / rate`` seconds, through gunicorn serving the
 real API; Celery workers derive and evaluate every report (``audit.tasks.evaluate_report``).

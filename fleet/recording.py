@@ -1,5 +1,5 @@
 """Store an agent report raw (:func:`store_report`, in the request) and apply it to the
-fleet model later (:func:`derive_report`, in the worker; issue 14).
+fleet model later (:func:`derive_report`, in the worker).
 
 Derivation locks the host row (serialises reports of one host, so restart detection
 sees a consistent "previous"), then upserts GPUs and servers, writes ChangeEvents
@@ -118,7 +118,7 @@ def store_report(host: Host, wire: WireReport,
     return report, True
 
 
-#: Ingest's one statement (issue 14). A duplicate report_id inserts nothing and returns no
+#: Ingest's one statement. A duplicate report_id inserts nothing and returns no
 #: row; columns without a database default are given theirs (``Report``'s field defaults).
 _INSERT_SQL = (
     "INSERT INTO fleet_report (host_id, report_id, schema_version, raw, received_at, "
@@ -229,7 +229,7 @@ def _update_host(host: Host, wire: WireReport) -> None:
 _GPU_FIELDS = ("index", "name", "memory_total_bytes", "compute_capability", "driver_version",
                "cuda_version", "memory_used_bytes", "utilization_pct", "temperature_c",
                "power_draw_w", "power_limit_w", "is_present", "last_seen",
-               "gfx_arch")  # gfx_arch: issue 18
+               "gfx_arch")  # AMD GPUs
 
 
 def _record_gpus(host: Host, wire: WireReport, report: Report) -> None:
@@ -248,8 +248,8 @@ def _record_gpus(host: Host, wire: WireReport, report: Report) -> None:
             fresh.append(gpu)
         _apply_gpu_reading(gpu, info, wire)
         gpus.append((gpu, info))
-    # Linear in the GPU count: membership tests below use sets, never lists (issue 16 item 7:
-    # `g not in fresh` on a list made 20,000 GPUs cost a minute).
+    # Linear in the GPU count: membership tests below use sets, never lists
+    # (`g not in fresh` on a list made 20,000 GPUs cost a minute).
     existing = [g for g, _ in gpus if g.pk is not None]
     Gpu.objects.bulk_create(fresh)
     if existing:

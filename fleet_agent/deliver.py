@@ -67,7 +67,7 @@ class PostResult:
     status: int | None
     detail: str
     retry_after_s: float | None = None
-    #: Live probes the dashboard asked for (issue 17): ``{server identity: [probe names]}``.
+    #: Live probes the dashboard asked for: ``{server identity: [probe names]}``.
     probes: dict[str, list[str]] | None = None
     #: Servers whose raw /metrics text the dashboard asked for (``metrics_text`` answer).
     metrics_text: list[str] = field(default_factory=list)
@@ -128,7 +128,7 @@ def post_report(client: httpx.Client, server_url: str, token: str, body_gz: byte
 
 def probe_requests(answer_text: str) -> dict[str, list[str]]:
     """``{identity: [names]}`` from the report answer's optional ``probes`` list
-    (``[{"server": "port:8000", "names": ["stream_control_tokens", ...]}]``, issue 17).
+    (``[{"server": "port:8000", "names": ["stream_control_tokens", ...]}]``).
     Anything malformed is ignored: an older dashboard sends no ``probes`` at all."""
     try:
         answer = json.loads(answer_text)

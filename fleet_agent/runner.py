@@ -30,9 +30,9 @@ class Agent:
     memory: failed_starts.ProcessMemory = field(default_factory=failed_starts.ProcessMemory)
     #: Failed-start sources to read instead of this machine's (the simulator's fake systemd).
     sources: failed_starts.Sources | None = None
-    #: Live probes asked for by the dashboard's last answers (issue 17), run next cycle.
+    #: Live probes asked for by the dashboard's last answers, run next cycle.
     probe_requests: dict[str, list[str]] = field(default_factory=dict)
-    #: Last probe results per server identity, re-sent with each report (issue 17).
+    #: Last probe results per server identity, re-sent with each report.
     probe_memory: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: Which servers' raw /metrics text goes with the next report (compact form always).
     text_policy: metrics_compact.TextPolicy | None = None

@@ -138,7 +138,7 @@ def _normalise(name: str) -> str:
 
 
 #: Longest sample line handed to prometheus_client. Its label parser costs the square of an
-#: escaped label value's length (a 2 MB line of ``\"`` took 25 s, issue 16 item 7); vLLM's own
+#: escaped label value's length (a 2 MB line of ``\"`` took 25 s); vLLM's own
 #: lines are under 1 KiB, so a longer one is skipped and noted, and parsing stays linear.
 MAX_LINE_CHARS = 4096
 #: Most backslashes in one sample line: each escape makes prometheus_client rescan the rest of
