@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from audit import evaluation
 from audit.rulebook import requeue_fleet, sync_rules
 from audit.signals import findings_evaluated
+from fleet.models import Report
 from fleet.recording import derive_report
 
 log = logging.getLogger(__name__)
@@ -57,10 +59,26 @@ def evaluate_report(report_id: str) -> bool:
     return True
 
 
-def queue_evaluation(sender: object = None, report_id: str = "", **kwargs: object) -> None:
+def queue_evaluation(sender: object = None, report_id: str = "", host_id: int | None = None,
+                     **kwargs: object) -> None:
     """Receiver of :data:`fleet.signals.report_needs_evaluation`: queue the evaluation task
-    (a broker error propagates to the sender, which leaves the report for the sweep)."""
-    evaluate_report.delay(report_id)
+    (a broker error propagates to the sender, which leaves the report for the sweep).
+    With ``EVALUATE_SHARDS`` > 1 it goes to the host's shard (:func:`evaluation_queue`)."""
+    if settings.EVALUATE_SHARDS <= 1:
+        evaluate_report.delay(report_id)
+        return
+    if host_id is None:  # a sender that did not say: one lookup
+        host_id = Report.objects.filter(report_id=report_id).values_list(
+            "host_id", flat=True).first() or 0
+    evaluate_report.apply_async((report_id,), queue=evaluation_queue(host_id))
+
+
+def evaluation_queue(host_id: int) -> str:
+    """The evaluation queue of ``host_id``: ``evaluate`` unsharded, else
+    ``evaluate.<host_id mod EVALUATE_SHARDS>``. Every report of one host lands on the same
+    shard, so the one worker consuming it applies them in the order they were stored."""
+    shards = settings.EVALUATE_SHARDS
+    return "evaluate" if shards <= 1 else f"evaluate.{host_id % shards}"
 
 
 @shared_task(acks_late=True, ignore_result=True)

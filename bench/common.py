@@ -21,6 +21,7 @@ Import it from a bench script after ``sys.path.insert(0, str(REPO / "bench"))``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import http.client
 import json
@@ -335,11 +336,15 @@ class Fleet:
 
 def realistic_report(fleet: Fleet, host_index: int, machine_id: str, hostname: str,
                      collected_at: datetime, pid: int = 4242,
-                     with_metrics: bool = True) -> dict[str, Any]:
+                     with_metrics: bool = True, metrics_form: str = "text",
+                     step: int = 0) -> dict[str, Any]:
     """One contract report: one vLLM server (real argv, full real /metrics body), 2 H100s.
 
     The server's version matches the capture's. Size ~50-60 KB of JSON, 5-8 KB gzipped;
     ``with_metrics=False`` sends ``metrics: null`` (an unreachable /metrics), ~2 KB.
+    ``metrics_form``: ``text`` (an older agent), ``compact`` (a newer agent after its first
+    cycle: numbers only, ~6 KB of JSON) or ``both`` (a newer agent's first cycle);
+    ``step`` > 0 moves every compact number up by ``step`` percent (a later scrape).
     """
     argv = fleet.argvs[host_index % len(fleet.argvs)]
     capture = host_index % len(fleet.texts)
@@ -357,8 +362,8 @@ def realistic_report(fleet: Fleet, host_index: int, machine_id: str, hostname: s
               "models": [{"id": model, "root": model, "max_model_len": 65536}],
               "chat_template": {"source": "tokenizer_config.json", "sha256": "ab" * 32,
                                 "size_bytes": 18683},
-              "metrics": {"format": "prometheus-text", "scraped_at": at,
-                          "text": fleet.texts[capture]} if with_metrics else None,
+              "metrics": _metrics_block(fleet.texts[capture], at, metrics_form, step)
+              if with_metrics else None,
               "errors": []}
     return {"schema_version": 1, "report_id": str(uuid.uuid4()), "collected_at": at,
             "agent": {"version": "0.1.0", "interval_s": 30, "spool_dropped": 0},
@@ -366,6 +371,39 @@ def realistic_report(fleet: Fleet, host_index: int, machine_id: str, hostname: s
                      "kernel": "6.8.0", "nvidia_driver_version": "580.95.05",
                      "cuda_driver_version": "13.0"},
             "gpus": gpus, "gpu_error": None, "servers": [server]}
+
+
+def _metrics_block(text: str, at: str, form: str, step: int) -> dict[str, Any]:
+    block: dict[str, Any] = {"format": "prometheus-text", "scraped_at": at,
+                             "text": text if form in ("text", "both") else ""}
+    if form in ("compact", "both"):
+        block["compact"] = _grown(_compact_of(text), 1 + step / 100)
+    return block
+
+
+@functools.lru_cache(maxsize=32)
+def _compact_json(text: str) -> str:
+    from fleet_agent.metrics_compact import compact
+
+    return json.dumps(compact(text))
+
+
+def _compact_of(text: str) -> dict[str, Any]:
+    return json.loads(_compact_json(text))
+
+
+def _grown(block: dict[str, Any], factor: float) -> dict[str, Any]:
+    """Every value of a compact block times ``factor`` (counters grow between scrapes)."""
+    for series in block["samples"].values():
+        for pair in series:
+            pair[1] *= factor
+    for series in block["histograms"].values():
+        for hist in series:
+            hist["counts"] = [c * factor for c in hist["counts"]]
+            for key in ("sum", "count"):
+                if hist[key] is not None:
+                    hist[key] *= factor
+    return block
 
 
 def gzip_json(data: dict[str, Any]) -> bytes:

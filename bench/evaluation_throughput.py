@@ -7,7 +7,7 @@ then the worker's two steps run in this one process, one report at a time
 one Python thread is one core (PostgreSQL runs on the other core; its time counts as wall).
 
 Each host sends ``--reports`` reports 30 s apart (agent default interval), so with the
-default ``AUDIT_METRICS_INTERVAL_S=300`` the split of issue 4 shows up by itself:
+default ``AUDIT_METRICS_INTERVAL_S=300`` the cadence split shows up by itself:
 
 * the host's first report: config + metric rules (findings opened) - "full";
 * reports 2..10: nothing due (fingerprint unchanged, metric window not reached) - "skip";
@@ -24,6 +24,10 @@ in memory (no database, no findings): the ratio says what the database work adds
 The fleet cost assumes one vLLM server per host, a 30 s report interval (333 reports/s)
 and ``--config-changes-per-day`` fingerprint changes per server (restarts, upgrades,
 flag edits; default 1).
+
+A steady report (nothing changed but metrics) is timed as derive + evaluate CPU and printed
+per cadence ("steady report"); ``--metrics-form text`` replays older agents (raw text every
+report) for comparison.
 
 Run: ``.venv/bin/python bench/evaluation_throughput.py [--hosts 24 --reports 11]``.
 """
@@ -54,13 +58,15 @@ from common import (  # noqa: E402
     setup_django,
 )
 
-FLEET_HOSTS = 10_000  # issue 8: the 10,000-host fleet
+FLEET_HOSTS = 10_000  # the sizing target: a 10,000-host fleet
 INTERVAL_S = 30  # agent default report interval
-METRICS_INTERVAL_S = 300  # settings.AUDIT_METRICS_INTERVAL_S default (issue 4: 5 minutes)
+METRICS_INTERVAL_S = 300  # settings.AUDIT_METRICS_INTERVAL_S default (5 minutes)
 
 
-def ingest(hosts: list[tuple[str, str, str]], reports: int) -> list[str]:
-    """Post ``reports`` reports per host (30 s apart); returns report ids in collected order."""
+def ingest(hosts: list[tuple[str, str, str]], reports: int, form: str = "text") -> list[str]:
+    """Post ``reports`` reports per host (30 s apart); returns report ids in collected order.
+    ``form`` ``compact``: the newer agent (text and numbers on a host's first report,
+    numbers alone after, each scrape's counters 1 % up on the last)."""
     from fleet.models import Report
 
     fleet, client = Fleet(), api_client()
@@ -68,7 +74,9 @@ def ingest(hosts: list[tuple[str, str, str]], reports: int) -> list[str]:
     for seq in range(reports):
         for index, (machine_id, hostname, token) in enumerate(hosts):
             at = start + timedelta(seconds=seq * INTERVAL_S)
-            body = gzip_json(realistic_report(fleet, index, machine_id, hostname, at))
+            metrics_form = form if form == "text" else ("both" if seq == 0 else "compact")
+            body = gzip_json(realistic_report(fleet, index, machine_id, hostname, at,
+                                              metrics_form=metrics_form, step=seq))
             status = post_in_process(client, body, token)
             if status != 202:
                 raise RuntimeError(f"ingest answered {status}")
@@ -87,7 +95,8 @@ def evaluate_all(report_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
     for report_id in report_ids:
         wall, cpu = time.perf_counter(), time.process_time()
         derive_report(report_id)
-        timings["derive"].append((time.perf_counter() - wall, time.process_time() - cpu))
+        derived = (time.perf_counter() - wall, time.process_time() - cpu)
+        timings["derive"].append(derived)
         wall, cpu = time.perf_counter(), time.process_time()
         outcomes = evaluate_report(report_id)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -95,6 +104,8 @@ def evaluate_all(report_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
         kind = {("config", "metrics"): "full", ("metrics",): "metrics",
                 ("config",): "config"}.get(tuple(cadences), "skip")
         timings[kind].append((wall, cpu))
+        if kind in ("skip", "metrics"):  # a steady report: nothing changed but metrics
+            timings[f"steady-{kind}"].append((derived[0] + wall, derived[1] + cpu))
         configured = [o.server_id for o in outcomes or [] if "config" in o.cadences]
         if configured:  # what the task's findings_evaluated receiver does next (advice)
             wall, cpu = time.perf_counter(), time.process_time()
@@ -143,15 +154,41 @@ def fleet_cost(per_kind: dict[str, float], changes_per_day: float) -> None:
           f"and planning the worker tier needs {worker_s:.1f}")
 
 
+def steady_cost(timings: dict[str, list[tuple[float, float]]]) -> None:
+    """Print derive + evaluate CPU per steady report (nothing changed but metrics): the
+    mean over the cadence mix, one report in ``METRICS_INTERVAL_S / INTERVAL_S`` running
+    the metric rules, the others nothing due."""
+    skip, metrics = timings.get("steady-skip"), timings.get("steady-metrics")
+    if not skip:
+        return
+    share = INTERVAL_S / METRICS_INTERVAL_S
+    skip_cpu = median([c for _, c in skip])
+    metrics_cpu = median([c for _, c in metrics]) if metrics else skip_cpu
+    mean_cpu = (1 - share) * skip_cpu + share * metrics_cpu
+    print(f"  steady report, derive + evaluate: {skip_cpu * 1000:.2f} ms CPU (nothing due, "
+          f"n={len(skip)}), {metrics_cpu * 1000:.2f} ms CPU (metric rules due, "
+          f"n={len(metrics or [])}); cadence mix {mean_cpu * 1000:.2f} ms CPU/report -> "
+          f"{FLEET_HOSTS / INTERVAL_S * mean_cpu:.2f} worker cores for {FLEET_HOSTS:,} hosts "
+          f"at {INTERVAL_S} s")
+
+
 def run(args: argparse.Namespace) -> None:
     """Ingest, evaluate, print medians, ratios and the fleet cost."""
     print(f"evaluation benchmark on {machine_note()}")
     with bench_database("fleet_bench_eval") as db_url:
         setup_django(bench_env(db_url))
         flush_redis()
-        report_ids = ingest(enroll_hosts(args.hosts), args.reports)
+        report_ids = ingest(enroll_hosts(args.hosts), args.reports, args.metrics_form)
         flush_redis()  # the API queued every report for a worker that is not running
-        timings = evaluate_all(report_ids)
+        if args.profile:
+            import cProfile
+            import pstats
+
+            profiler = cProfile.Profile(time.process_time)  # CPU, not wall
+            timings = profiler.runcall(evaluate_all, report_ids)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
+        else:
+            timings = evaluate_all(report_ids)
         bare = median(baseline(report_ids))
         per_kind = {}
         for kind in ("derive", "full", "metrics", "config", "skip", "plan", "plan-copy"):
@@ -167,6 +204,7 @@ def run(args: argparse.Namespace) -> None:
               f"{bare * 1000:.2f} ms -> {1 / bare:.0f}/s per core")
         if {"full", "metrics", "skip"} <= per_kind.keys():
             fleet_cost(per_kind, args.config_changes_per_day)
+        steady_cost(timings)
         flush_redis()
 
 
@@ -176,6 +214,12 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=24)
     parser.add_argument("--reports", type=int, default=11, help="reports per host, 30 s apart")
     parser.add_argument("--config-changes-per-day", type=float, default=1.0)
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile the worker steps (cProfile), print the top N by "
+                             "cumulative time")
+    parser.add_argument("--metrics-form", choices=("compact", "text"), default="compact",
+                        help="compact: newer agents (numbers after the first report); "
+                             "text: older agents (the raw body every report)")
     run(parser.parse_args())
 
 

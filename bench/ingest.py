@@ -14,8 +14,10 @@ and Redis db 11:
   ``bench/baseline_app`` (gzip body, ``json.loads``, one jsonb INSERT).
 
 Both get the same gzip bodies: realistic reports (real argv from ``demo/data/cases/reports``,
-full 45-54 KB ``/metrics`` bodies of vLLM 0.11-0.29 from ``demo/data/cases/metrics``, two
-GPUs), one host per token. Trials alternate baseline/product; the medians and their ratio
+/metrics of vLLM 0.11-0.29 from ``demo/data/cases/metrics``: by default as newer agents send
+it, the compact numbers with the 45-54 KB text on a host's first report only;
+``--metrics-form text``: the full text every report, as older agents do; two GPUs), one host
+per token. Trials alternate baseline/product; the medians and their ratio
 are printed. After the run, the stored row counts are checked against the 202/201 counts.
 
 Run: ``.venv/bin/python bench/ingest.py [--hosts 64 --reports 640 --threads 8 --workers 4
@@ -55,7 +57,7 @@ REPORT_INTERVAL_S = 30  # agent default interval (fleet_agent config), spacing o
 
 def build_jobs(fleet: Fleet, hosts: list[tuple[str, str, str]], count: int,
                first_seq: int, start: datetime,
-               with_metrics: bool = True) -> list[tuple[bytes, str]]:
+               with_metrics: bool = True, metrics_form: str = "text") -> list[tuple[bytes, str]]:
     """``count`` gzip bodies round-robin over ``hosts`` with increasing collected_at.
 
     Job ``k`` belongs to host ``k % len(hosts)``; with ``len(hosts)`` a multiple of the
@@ -67,8 +69,9 @@ def build_jobs(fleet: Fleet, hosts: list[tuple[str, str, str]], count: int,
         machine_id, hostname, token = hosts[index]
         seq = first_seq + k // len(hosts)
         at = start + timedelta(seconds=seq * REPORT_INTERVAL_S)
+        form = "both" if metrics_form == "compact" and seq == 0 else metrics_form
         report = realistic_report(fleet, index, machine_id, hostname, at,
-                                  with_metrics=with_metrics)
+                                  with_metrics=with_metrics, metrics_form=form, step=seq)
         jobs.append((gzip_json(report), token))
     return jobs
 
@@ -105,8 +108,9 @@ def run(args: argparse.Namespace) -> int:
         fleet = Fleet()
         start = datetime.now(UTC) - timedelta(days=2)
         per_trial = args.reports // args.hosts
+        form = args.metrics_form
         warm = {label: build_jobs(fleet, hosts[label], args.hosts * 2, 0, start,
-                                  label == "product") for label in hosts}
+                                  label == "product", form) for label in hosts}
         print(f"report: {len(warm['product'][-1][0])} bytes gzipped ("
               f"{len(warm['no-metrics'][-1][0])} without /metrics); {args.hosts} hosts, "
               f"{args.threads} client threads, {args.workers} gunicorn sync workers per server")
@@ -122,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
             for trial in range(args.repeats):
                 seq = 2 + trial * per_trial
                 jobs = {kind: build_jobs(fleet, hosts[kind], per_trial * args.hosts, seq, start,
-                                         kind == "product") for kind in hosts}
+                                         kind == "product", form) for kind in hosts}
                 for label, (port, path, kind) in targets.items():
                     result = post_all(port, path, jobs[kind], args.threads)
                     show(label, result)
@@ -161,6 +165,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--metrics-form", choices=("compact", "text"), default="compact",
+                        help="compact: newer agents (the /metrics numbers; the text on a "
+                             "host's first report only); text: older agents (the raw body)")
     args = parser.parse_args()
     if args.hosts % args.threads:
         parser.error("--hosts must be a multiple of --threads (keeps each host's reports in order)")

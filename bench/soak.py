@@ -1,6 +1,6 @@
 """Benchmark: a soak of the whole stack (gunicorn, Redis broker, Celery workers, PostgreSQL).
 
-Not a test (issue 14). A simulated fleet (``--hosts`` hosts from the ingest generator: real
+Not a test. A simulated fleet (``--hosts`` hosts from the ingest generator: real
 argv, full real 45-54 KB ``/metrics`` bodies, two GPUs) reports at ``--rate`` reports/s for
 ``--minutes`` minutes, each host every ``hosts / rate`` seconds, through gunicorn serving the
 real API; Celery workers derive and evaluate every report (``audit.tasks.evaluate_report``).
@@ -31,8 +31,15 @@ Printed at the end:
 * what one core of each tier carries in reports/s, and the sizing table of a 10,000-host
   fleet at a 30 s interval (333 reports/s).
 
+With ``--steady-minutes M`` the run has two phases: a warm-up in which every host sends its
+first report (``hosts / rate`` seconds, drained, not measured) and a steady phase of M
+minutes (every report a host's later one: nothing changed but metrics), which alone the
+figures above describe ("steady phase only"); a steady soak on a quiet machine runs at
+least 15 minutes.
+
 Run: ``.venv/bin/python bench/soak.py [--minutes 10 --rate 8 --hosts 240 --web-workers 2
---worker-concurrency 2]``; the 10,000-host soak: ``--hosts 10000 --rate 8``.
+--worker-concurrency 2]``; the 10,000-host soak: ``--hosts 10000 --rate 8``; steady:
+``--hosts 240 --rate 8 --steady-minutes 15``.
 """
 
 from __future__ import annotations
@@ -134,14 +141,17 @@ def postmaster_pid() -> int:
 
 
 def drive(port: int, hosts: list[tuple[str, str, str]], rate: float, seconds: float,
-          threads: int) -> tuple[int, int]:
-    """Send reports round-robin over ``hosts`` at ``rate``/s for ``seconds``, dated now.
+          threads: int, first_k: int = 0, form: str = "text") -> tuple[int, int]:
+    """Send reports round-robin over ``hosts`` at ``rate``/s for ``seconds``, dated now,
+    numbered from ``first_k`` (report ``k`` is host ``k % hosts``' cycle ``k // hosts``).
+    ``form`` ``compact``: newer agents (text and numbers on a host's first cycle, numbers
+    after); ``text``: older agents.
 
     Returns ``(sent, accepted)``. ``threads`` client threads share one schedule, so a slow
     answer delays only its own thread.
     """
     fleet, lock = Fleet(), threading.Lock()
-    state = {"next": 0, "sent": 0, "accepted": 0}
+    state = {"next": first_k, "sent": 0, "accepted": 0}
     start = time.monotonic()
 
     def client() -> None:
@@ -149,13 +159,16 @@ def drive(port: int, hosts: list[tuple[str, str, str]], rate: float, seconds: fl
             with lock:
                 k = state["next"]
                 state["next"] += 1
-            due = start + k / rate
+            due = start + (k - first_k) / rate
             if due - start >= seconds:
                 return
             time.sleep(max(0.0, due - time.monotonic()))
             machine_id, hostname, token = hosts[k % len(hosts)]
+            cycle = k // len(hosts)
+            metrics_form = ("both" if cycle == 0 else "compact") if form == "compact" else form
             body = gzip_json(realistic_report(fleet, k % len(hosts), machine_id, hostname,
-                                              datetime.now(UTC)))
+                                              datetime.now(UTC), metrics_form=metrics_form,
+                                              step=cycle))
             status = post_one(port, "/api/v1/reports", body, token)
             with lock:
                 state["sent"] += 1
@@ -271,8 +284,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"enrolled {len(hosts)} hosts with their tokens in "
               f"{time.monotonic() - enroll_start:.1f} s (bulk insert)")
         seconds = args.minutes * 60
+        minutes = args.steady_minutes or args.minutes
         print(f"{args.hosts} hosts, {args.rate:g} reports/s (each host every "
-              f"{args.hosts / args.rate:.0f} s) for {args.minutes:g} min; "
+              f"{args.hosts / args.rate:.0f} s) for {minutes:g} min"
+              f"{' after a warm-up' if args.steady_minutes else ''}; "
               f"{args.web_workers} gunicorn workers, {args.worker_concurrency} Celery processes")
         with Gunicorn(env, args.web_workers) as web, \
                 celery_worker(env, args.worker_concurrency) as worker:
@@ -287,7 +302,24 @@ def run(args: argparse.Namespace) -> int:
             pg_seen: dict[int, float] = dict(pg0)
             sampler = threading.Thread(target=sample, args=(stop, depths, database, pg_seen))
             sampler.start()
-            sent, accepted = drive(web.port, hosts, args.rate, seconds, args.threads)
+            if args.steady_minutes:  # warm-up: every host's first report, then measure anew
+                warm_s = len(hosts) / args.rate
+                print(f"warm-up: {len(hosts)} first reports in {warm_s:.0f} s")
+                drive(web.port, hosts, args.rate, warm_s, args.threads, 0, args.metrics_form)
+                drain(300)
+                steady_from = datetime.now(UTC)
+                depths.clear()
+                cpu0 = (cpu_seconds(tree(web.proc.pid)), cpu_seconds(tree(worker.pid)))
+                pg0 = {pid: cpu_seconds([pid]) for pid in backend_pids(database)}
+                pg_seen.clear()
+                pg_seen.update(pg0)
+                postmaster0 = cpu_seconds(tree(postmaster))
+                seconds = args.steady_minutes * 60
+                print(f"steady phase: {args.steady_minutes:g} min")
+            else:
+                steady_from = None
+            sent, accepted = drive(web.port, hosts, args.rate, seconds, args.threads,
+                                   len(hosts) if steady_from else 0, args.metrics_form)
             waited = drain(120)
             stop.set()
             sampler.join()
@@ -298,12 +330,15 @@ def run(args: argparse.Namespace) -> int:
             pg_cpu = sum(cpu - pg0.get(pid, 0.0) for pid, cpu in pg_seen.items())
             postmaster_cpu = cpu_seconds(tree(postmaster)) - postmaster0
             load = os.getloadavg()[0]
-        stored = Report.objects.count()
-        first = Report.objects.values("host_id").distinct().count()
+        phase = Report.objects.filter(received_at__gte=steady_from) if steady_from \
+            else Report.objects.all()
+        stored = phase.count()
+        first = (0 if steady_from else  # the warm-up took every host's first report
+                 Report.objects.values("host_id").distinct().count())
         underived = Report.objects.filter(derived_at=None).count()
         unevaluated = Report.objects.filter(evaluated_at=None).count()
         latencies = [(r.evaluated_at - r.received_at).total_seconds() for r in
-                     Report.objects.exclude(evaluated_at=None).only("evaluated_at", "received_at")]
+                     phase.exclude(evaluated_at=None).only("evaluated_at", "received_at")]
         now_mb, month_mb = storage_per_host_30_days()
         flush_redis()
     lost = stored != accepted or unevaluated or underived
@@ -329,6 +364,10 @@ def run(args: argparse.Namespace) -> int:
         per_core = accepted / cpu if cpu else float("inf")
         cores[name] = FLEET_REPORTS_PER_S / per_core
         print(f"| {name} | {cpu:.1f} | {per_core:.1f} | {cores[name]:.1f} |")
+    total_ms = sum(cpu for _, cpu in tiers) / accepted * 1000 if accepted else float("nan")
+    print(f"\nCPU per report, all three tiers: {total_ms:.2f} ms -> "
+          f"{FLEET_REPORTS_PER_S * total_ms / 1000:.2f} cores for {FLEET_HOSTS:,} hosts at "
+          f"{AGENT_INTERVAL_S} s" + (" (steady phase only)" if steady_from else ""))
     web_n, worker_n, pg_n = (math.ceil(c) for c in cores.values())
     disk_gb = month_mb * FLEET_HOSTS / 1000
     print(f"\nSizing: {FLEET_HOSTS:,} hosts at {AGENT_INTERVAL_S} s need {web_n} web cores, "
@@ -346,6 +385,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8, help="client threads")
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--worker-concurrency", type=int, default=2)
+    parser.add_argument("--steady-minutes", type=float, default=0.0,
+                        help="warm up (every host's first report, not measured), then "
+                             "measure this many minutes of steady reports instead of "
+                             "--minutes")
+    parser.add_argument("--metrics-form", choices=("compact", "text"), default="compact",
+                        help="compact: newer agents; text: older agents (raw body)")
     return run(parser.parse_args())
 
 

@@ -213,6 +213,9 @@ COLLECTED_AT_MAX_AHEAD_S = env_int("COLLECTED_AT_MAX_AHEAD_S", 300, minimum=0)
 #: of a node that was offline for months is still history, ``0001-01-01`` is not (date
 #: arithmetic on it overflows in evaluation). One year by default.
 COLLECTED_AT_MAX_AGE_DAYS = env_int("COLLECTED_AT_MAX_AGE_DAYS", 366, minimum=1)
+# Seconds between raw /metrics texts the dashboard asks each host for (``metrics_text`` in
+# the 202; fleet.metrics_text); 0 leaves it to the agents' own schedule (metrics_text_every).
+FLEET_METRICS_TEXT_EVERY_S = env_int("FLEET_METRICS_TEXT_EVERY_S", 0, minimum=0)
 
 # --- enrollment (issue 16 item 3) ---------------------------------------------------
 #: Enrollment attempts per client IP and per secret: (requests, per seconds), and burst.
@@ -250,6 +253,10 @@ CELERY_TASK_ROUTES = {
     "alerts.*": {"queue": "alerts"},
     "audit.tasks.send_*": {"queue": "alerts"},
 }
+# Host shards of the evaluation queue (docs/scaling.md): with N > 1 a host's reports go to
+# queue ``evaluate.<host id mod N>`` so that one worker (concurrency 1) per shard applies
+# them in order; 1 keeps the single ``evaluate`` queue.
+EVALUATE_SHARDS = env_int("EVALUATE_SHARDS", 1, minimum=1)
 # Only tasks that claim their rows (safe to run twice) set acks_late themselves.
 CELERY_TASK_ACKS_LATE = False
 CELERY_BEAT_SCHEDULE = {

@@ -31,6 +31,7 @@ from fleet import probes as fleet_probes
 from fleet import token_cache
 from fleet.bodies import BodyError, read_capped_body
 from fleet.client_ip import client_ip, client_ip_or_none
+from fleet.metrics_text import text_due
 from fleet.models import (
     AgentToken,
     EnrollmentSecret,
@@ -191,6 +192,12 @@ class AcceptedOut(Schema):
     duplicate: bool
     #: Live probes due on this host's servers (issue 17); absent when none are.
     probes: list[dict[str, Any]] | None = None
+    #: This dashboard derives from ``servers[].metrics.compact``: the agent may leave the raw
+    #: /metrics text out (it sends it every cycle until it has seen this once).
+    metrics_compact: bool = True
+    #: Server identities (``port:8000``, ``*`` for all) whose raw /metrics text the dashboard
+    #: wants with the next report; absent when none.
+    metrics_text: list[str] | None = None
 
 
 def _client_ip(request: HttpRequest) -> str:
@@ -339,8 +346,12 @@ def submit_report(request: HttpRequest) -> Status:
         token_cache.forget(token.token_hash)
         raise AuthenticationError()
     if created:
-        transaction.on_commit(partial(enqueue_evaluation, str(report.report_id)))
-    answer = {"report_id": str(report.report_id), "duplicate": not created}
+        transaction.on_commit(partial(enqueue_evaluation, str(report.report_id),
+                                      report.host_id))
+    answer = {"report_id": str(report.report_id), "duplicate": not created,
+              "metrics_compact": True}
+    if created and text_due(wire):
+        answer["metrics_text"] = ["*"]
     return Status(202, _with_probe_requests(answer, token, wire, created))
 
 
@@ -415,7 +426,7 @@ def _refuse_out_of_range(wire: Any) -> None:
         raise ApiRefusal(422, "report is dated too far in the past", behind)
 
 
-def enqueue_evaluation(report_id: str) -> None:
+def enqueue_evaluation(report_id: str, host_id: int | None = None) -> None:
     """Ask for the report's evaluation (:data:`fleet.signals.report_needs_evaluation`, whose
     audit receiver queues ``audit.tasks.evaluate_report``); a broker outage is logged only.
 
@@ -424,7 +435,7 @@ def enqueue_evaluation(report_id: str) -> None:
     enqueues it again once the broker is back.
     """
     try:
-        report_needs_evaluation.send(sender=Report, report_id=report_id)
+        report_needs_evaluation.send(sender=Report, report_id=report_id, host_id=host_id)
     except BrokerError as exc:
         log.warning("broker unavailable, report %s left for the sweep: %s", report_id, exc)
 

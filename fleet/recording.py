@@ -1,5 +1,5 @@
 """Store an agent report raw (:func:`store_report`, in the request) and apply it to the
-fleet model later (:func:`derive_report`, in the worker; issue 14).
+fleet model later (:func:`derive_report`, in the worker).
 
 Derivation locks the host row (serialises reports of one host, so restart detection
 sees a consistent "previous"), then upserts GPUs and servers, writes ChangeEvents
@@ -21,7 +21,7 @@ from django.utils import timezone
 from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server, future_cutoff
 from fleet.samples import record_sample
 from fleet_agent import shellwords
-from fleet_agent.schema import FailedStart, ServerInfo, parse_report
+from fleet_agent.schema import FailedStart, ServerInfo
 from fleet_agent.schema import Report as WireReport
 
 #: vLLM's default API port when neither base_url nor --port says otherwise.
@@ -119,7 +119,7 @@ def store_report(host: Host, wire: WireReport,
     return report, True
 
 
-#: Ingest's one statement (issue 14). A duplicate report_id inserts nothing and returns no
+#: Ingest's one statement. A duplicate report_id inserts nothing and returns no
 #: row; columns without a database default are given theirs (``Report``'s field defaults).
 _INSERT_SQL = (
     "INSERT INTO fleet_report (host_id, report_id, schema_version, raw, received_at, "
@@ -176,7 +176,10 @@ def derive_report(report_id: Any) -> bool:
         if report is None:
             return False
         host = Host.objects.select_for_update().get(pk=report.host_id)
-        apply_report(host, parse_report(report.raw), report)
+        # Ingest ran parse_report's whole check on this body before storing it (and jsonb
+        # holds no NaN or NUL); the models alone rebuild it without walking every value
+        # again (json_problems was a sixth of a steady report's derivation CPU).
+        apply_report(host, WireReport.model_validate(report.raw), report)
         report.derived_at = timezone.now()
         report.save(update_fields=["derived_at", "keep", "keep_reason"])
     return True
@@ -240,7 +243,7 @@ def _record_reported_hostname(host: Host, wire: WireReport, report: Report) -> N
 _GPU_FIELDS = ("index", "name", "memory_total_bytes", "compute_capability", "driver_version",
                "cuda_version", "memory_used_bytes", "utilization_pct", "temperature_c",
                "power_draw_w", "power_limit_w", "is_present", "last_seen",
-               "gfx_arch")  # gfx_arch: issue 18
+               "gfx_arch")  # AMD GPUs
 
 
 def _record_gpus(host: Host, wire: WireReport, report: Report) -> None:
@@ -259,13 +262,12 @@ def _record_gpus(host: Host, wire: WireReport, report: Report) -> None:
             fresh.append(gpu)
         _apply_gpu_reading(gpu, info, wire)
         gpus.append((gpu, info))
-    # Linear in the GPU count: membership tests below use sets, never lists (issue 16 item 7:
-    # `g not in fresh` on a list made 20,000 GPUs cost a minute).
+    # Linear in the GPU count: membership tests below use sets, never lists
+    # (`g not in fresh` on a list made 20,000 GPUs cost a minute).
     existing = [g for g, _ in gpus if g.pk is not None]
     Gpu.objects.bulk_create(fresh)
-    changed = existing
-    if changed:
-        Gpu.objects.bulk_update(changed, _GPU_FIELDS)
+    if existing:
+        _update_gpus(existing)
     GpuSample.objects.bulk_create([
         GpuSample(gpu=gpu, ts=wire.collected_at, memory_used_bytes=info.memory_used_bytes,
                   utilization_pct=info.utilization_gpu_pct, temperature_c=info.temperature_c,
@@ -280,6 +282,22 @@ def _record_gpus(host: Host, wire: WireReport, report: Report) -> None:
             old_value=", ".join(sorted(n for _, n in before)),
             new_value=", ".join(sorted(n for _, n in after)))
         report.mark_keep("GPUs changed")
+
+
+def _update_gpus(gpus: list[Gpu]) -> None:
+    """Write :data:`_GPU_FIELDS` of known GPUs: one prepared UPDATE per GPU, sent as one
+    batch (``executemany``). Django's ``bulk_update`` builds a CASE expression per column and
+    row, which cost more CPU than all the rest of a steady report's derivation
+    (bench/evaluation_throughput.py --profile)."""
+    fields = [Gpu._meta.get_field(name) for name in _GPU_FIELDS]
+    # Table and column names come from the model, never from input.
+    sql = (f"UPDATE {Gpu._meta.db_table} SET "  # noqa: S608
+           + ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
+           + " WHERE id = %s")
+    rows = [[f.get_db_prep_save(getattr(gpu, f.attname), connection) for f in fields]
+            + [gpu.pk] for gpu in gpus]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
 
 
 def _apply_gpu_reading(gpu: Gpu, info: Any, wire: WireReport) -> None:
@@ -312,10 +330,11 @@ def _record_servers(host: Host, wire: WireReport, report: Report) -> None:
             log.warning("host %s: server pid %s not recorded: %s", host.pk, info.pid, exc)
             continue
         seen.append(server.pk)
-    gone = host.servers.filter(is_running=True).exclude(pk__in=seen)
+    gone = list(host.servers.filter(is_running=True).exclude(pk__in=seen))
     for server in gone:
         _event(server, report, ChangeEvent.Kind.SERVER_STOPPED, wire, str(server.pid), "")
-    gone.update(is_running=False)
+    if gone:  # a steady report stops nothing: no UPDATE statement for it
+        Server.objects.filter(pk__in=[s.pk for s in gone]).update(is_running=False)
 
 
 def failed_start_identity(entry: FailedStart) -> str:
@@ -397,7 +416,9 @@ def _record_server(host: Host, info: ServerInfo, wire: WireReport, report: Repor
     server.last_seen = wire.collected_at
     server.last_report = report
     if info.metrics is not None:
-        record_sample(server, report, info.metrics.text, info.metrics.scraped_at, same_process)
+        block = {"text": info.metrics.text, "compact": info.metrics.compact.model_dump()
+                 if info.metrics.compact is not None else None}
+        record_sample(server, report, block, info.metrics.scraped_at, same_process)
     server.save()
     return server
 

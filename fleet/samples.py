@@ -45,14 +45,15 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def derive_window(prev: dict[str, Any] | None, cur_text: str,
+def derive_window(prev: dict[str, Any] | None, scrape: dict[str, Any] | str,
                   elapsed_s: float | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(window, current snapshot as JSON)`` for one interval.
 
-    ``prev`` is the stored snapshot (``MetricSnapshot.to_json``) of the previous scrape of
-    the SAME process (None after a restart or on first sight), ``elapsed_s`` the seconds
-    between the two scrapes. Keeping the previous scrape parsed halves the parsing per
-    report (bench/ingest.py: parsing was about half of the ingest time).
+    ``scrape`` is the report's metrics block as JSON (``{"text", "compact"}``: the compact
+    form when present, no text parse) or a bare /metrics text. ``prev`` is the stored
+    snapshot (``MetricSnapshot.to_json``) of the previous scrape of the SAME process (None
+    after a restart or on first sight), ``elapsed_s`` the seconds between the two scrapes.
+    Keeping the previous scrape parsed halves the parsing per report (bench/ingest.py).
     """
     previous = None
     if prev:
@@ -60,13 +61,17 @@ def derive_window(prev: dict[str, Any] | None, cur_text: str,
             previous = metrics.MetricSnapshot.from_json(prev)
         except (KeyError, TypeError, ValueError):
             log.warning("stored metrics snapshot unreadable; using the lifetime window")
-    current = metrics.parse(cur_text)
+    if isinstance(scrape, str):
+        current = metrics.parse(scrape)
+    else:
+        current = metrics.scrape_snapshot(scrape) or metrics.parse("")
     return metrics.window(previous, current, elapsed_s), current.to_json()
 
 
-def record_sample(server: Server, report: Report, cur_text: str, scraped_at: datetime,
-                  same_process: bool) -> MetricSample:
-    """Derive and store one MetricSample for ``server`` from its newest scrape.
+def record_sample(server: Server, report: Report, scrape: dict[str, Any] | str,
+                  scraped_at: datetime, same_process: bool) -> MetricSample:
+    """Derive and store one MetricSample for ``server`` from its newest scrape (``scrape``
+    as :func:`derive_window` takes it).
 
     ``same_process`` False (restart, first sight) makes the window the lifetime.
     Updates ``server.last_metrics_snapshot/at`` (saved by the caller). Never raises on
@@ -78,7 +83,7 @@ def record_sample(server: Server, report: Report, cur_text: str, scraped_at: dat
         elapsed = (scraped_at - server.last_metrics_at).total_seconds()
         if elapsed <= 0:  # clock went backwards or duplicate scrape: no delta possible
             prev, elapsed = None, None
-    window, snapshot = derive_window(prev, cur_text, elapsed)
+    window, snapshot = derive_window(prev, scrape, elapsed)
     server.last_metrics_snapshot, server.last_metrics_at = snapshot, scraped_at
     values = {key: _finite(window.get(key)) for key in COLUMNS}
     extra = {k: _jsonable(v) for k, v in window.items()

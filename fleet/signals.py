@@ -2,7 +2,8 @@
 
 ``report_needs_evaluation``: a stored report should be evaluated (sent on commit of an
 accepted report and by ``fleet.tasks.sweep_unevaluated``). Keyword argument:
-``report_id`` (UUID string). The audit app connects the receiver that queues
+``report_id`` (UUID string), optionally ``host_id`` (int; picks the host's evaluation
+shard, ``audit.tasks.evaluation_queue``). The audit app connects the receiver that queues
 ``audit.tasks.evaluate_report``; a receiver's broker error propagates to the sender, which
 leaves the report for the sweep.
 """

@@ -33,11 +33,12 @@ def sweep_unevaluated() -> int:
     """Enqueue evaluation of reports left unevaluated (broker was down). Returns the count."""
     cutoff = timezone.now() - SWEEP_GRACE
     ids = list(Report.objects.filter(evaluated_at=None, received_at__lt=cutoff)
-               .order_by("received_at").values_list("report_id", flat=True)[:SWEEP_BATCH])
+               .order_by("received_at").values_list("report_id", "host_id")[:SWEEP_BATCH])
     queued = 0
-    for report_id in ids:
+    for report_id, host_id in ids:
         try:
-            report_needs_evaluation.send(sender=Report, report_id=str(report_id))
+            report_needs_evaluation.send(sender=Report, report_id=str(report_id),
+                                         host_id=host_id)
         except BrokerError as exc:
             log.warning("broker still unavailable after %d reports: %s", queued, exc)
             break

@@ -29,6 +29,7 @@ from fleet_agent import (
     discovery,
     failed_starts,
     gpus,
+    metrics_compact,
     modelfiles,
     ondisk,
     probe,
@@ -86,6 +87,9 @@ class CycleInput:
     probe_memory: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: Seconds the servers' collection may take in all (:data:`CYCLE_BUDGET_S`).
     budget_s: float = CYCLE_BUDGET_S
+    #: When the raw /metrics text goes with its compact form (kept across cycles by the
+    #: agent); None sends the text every cycle (one-shot runs, ``fleet-agent report``).
+    text_policy: metrics_compact.TextPolicy | None = None
 
 
 @dataclass
@@ -269,7 +273,7 @@ def _server_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str
     if api_key:
         found.add(api_key)
     if inp.probe_http and connect:
-        _apply_probe(entry, probe.probe(connect, api_key))
+        _apply_probe(entry, probe.probe(connect, api_key), inp.text_policy)
         _run_probes(inp, entry, connect, api_key, found)
     entry["base_url"] = redact.redact_urls(entry["base_url"], found) \
         if entry.get("base_url") else None
@@ -414,11 +418,18 @@ def _remote_fields(override: ServerOverride | None, found: set[str]) -> dict[str
                        "version could be read"]}
 
 
-def _apply_probe(entry: dict[str, Any], result: probe.ProbeResult) -> None:
+def _apply_probe(entry: dict[str, Any], result: probe.ProbeResult,
+                 policy: metrics_compact.TextPolicy | None = None) -> None:
     entry["vllm_version"] = result.version
     entry["models"] = result.models
     if result.metrics_text is not None and result.scraped_at is not None:
+        # The compact form is what the dashboard derives from; the text rides along only
+        # when the policy says so ("" keeps older dashboards, which require the key, happy).
+        compact = metrics_compact.compact(result.metrics_text)
+        slot = probes.slot_of(entry.get("base_url"), entry["argv"])
+        send = policy is None or policy.send_text(slot, compact["names_sha256"])
         entry["metrics"] = {"format": "prometheus-text",
                             "scraped_at": result.scraped_at.isoformat(),
-                            "text": result.metrics_text}
+                            "text": result.metrics_text if send else "",
+                            "compact": compact}
     entry["errors"].extend(result.errors)

@@ -47,6 +47,9 @@ DEFAULT_SPOOL_MAX_REPORTS = 2880
 DEFAULT_SPOOL_MAX_BYTES = 200 * 1024 * 1024
 #: Seconds between collections (issue 3 and the contract's example `interval_s`).
 DEFAULT_INTERVAL_S = 30
+#: Cycles between scheduled raw /metrics texts: hourly at the default interval
+#: (``fleet_agent.metrics_compact.DEFAULT_TEXT_EVERY``).
+DEFAULT_METRICS_TEXT_EVERY = 120
 
 
 class ConfigError(ValueError):
@@ -91,6 +94,9 @@ class AgentConfig:
     root: str = "/"
     labels: dict[str, str] = field(default_factory=dict)
     servers: list[ServerOverride] = field(default_factory=list)
+    #: Cycles between two raw /metrics texts when no name change or dashboard request asks
+    #: for one (fleet_agent/metrics_compact.py; 0: never on a schedule).
+    metrics_text_every: int = DEFAULT_METRICS_TEXT_EVERY
 
     @property
     def state_path(self) -> Path:
@@ -101,6 +107,7 @@ class AgentConfig:
 _SCALARS: dict[str, type] = {
     "server_url": str, "token": str, "interval_s": int, "spool_dir": str,
     "spool_max_reports": int, "spool_max_bytes": int, "gpu_source": str, "root": str,
+    "metrics_text_every": int,
 }
 _SERVER_KEYS: dict[str, type] = {
     "base_url": str, "match_pid": int, "match_port": int, "api_key": str,
@@ -150,6 +157,8 @@ def from_dict(data: dict[str, Any], where: str = "config") -> AgentConfig:
     for key, kind in _SCALARS.items():
         if key in data:
             setattr(cfg, key, _typed(where, key, data[key], kind))
+    if cfg.metrics_text_every < 0:
+        raise ConfigError(f"{where}: metrics_text_every must be >= 0")
     if cfg.interval_s < 1:
         raise ConfigError(f"{where}: interval_s must be >= 1")
     labels = data.get("labels", {})

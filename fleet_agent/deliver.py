@@ -31,7 +31,7 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
@@ -70,8 +70,12 @@ class PostResult:
     status: int | None
     detail: str
     retry_after_s: float | None = None
-    #: Live probes the dashboard asked for (issue 17): ``{server identity: [probe names]}``.
+    #: Live probes the dashboard asked for: ``{server identity: [probe names]}``.
     probes: dict[str, list[str]] | None = None
+    #: Servers whose raw /metrics text the dashboard asked for (``metrics_text`` answer).
+    metrics_text: list[str] = field(default_factory=list)
+    #: The dashboard said it derives from the compact form (``metrics_compact`` answer).
+    reads_compact: bool = False
 
 
 def gzip_body(data: bytes) -> bytes:
@@ -123,7 +127,9 @@ def post_report(client: httpx.Client, server_url: str, token: str, body_gz: byte
     status = response.status_code
     detail = response.text[:2000]
     if status in (200, 201, 202):
-        return PostResult("delivered", status, "", probes=probe_requests(response.text))
+        return PostResult("delivered", status, "", probes=probe_requests(response.text),
+                          metrics_text=metrics_text_requests(response.text),
+                          reads_compact=reads_compact(response.text))
     if status == 502 and over_the_cap(body_gz):
         return PostResult("rejected", status, f"over the {MAX_REPORT_BYTES}-byte report cap "
                           f"(the proxy answered 502 for it): {detail}")
@@ -137,7 +143,7 @@ def post_report(client: httpx.Client, server_url: str, token: str, body_gz: byte
 
 def probe_requests(answer_text: str) -> dict[str, list[str]]:
     """``{identity: [names]}`` from the report answer's optional ``probes`` list
-    (``[{"server": "port:8000", "names": ["stream_control_tokens", ...]}]``, issue 17).
+    (``[{"server": "port:8000", "names": ["stream_control_tokens", ...]}]``).
     Anything malformed is ignored: an older dashboard sends no ``probes`` at all."""
     try:
         answer = json.loads(answer_text)
@@ -152,6 +158,30 @@ def probe_requests(answer_text: str) -> dict[str, list[str]]:
         if names:
             wanted[entry["server"][:255]] = names
     return wanted
+
+
+def metrics_text_requests(answer_text: str) -> list[str]:
+    """Server identities (``port:8000``, ``*`` for all) from the answer's optional
+    ``metrics_text`` list: the dashboard wants their raw /metrics text next cycle. Anything
+    malformed is ignored (older dashboards send no such key)."""
+    try:
+        answer = json.loads(answer_text)
+    except ValueError:
+        return []
+    wanted = answer.get("metrics_text") if isinstance(answer, dict) else None
+    if not isinstance(wanted, list):
+        return []
+    return [w[:255] for w in wanted[:128] if isinstance(w, str)]
+
+
+def reads_compact(answer_text: str) -> bool:
+    """Whether the report answer says the dashboard derives from the compact /metrics form
+    (``"metrics_compact": true``); False for older dashboards and anything malformed."""
+    try:
+        answer = json.loads(answer_text)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and answer.get("metrics_compact") is True
 
 
 def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:
@@ -172,6 +202,10 @@ class Deliverer:
         self.client = client or make_client()
         #: Probes asked for in report answers, run (and cleared) by the next cycle.
         self.probe_requests: dict[str, list[str]] = {}
+        #: Servers whose raw /metrics text was asked for, sent (and cleared) next cycle.
+        self.metrics_text_requests: set[str] = set()
+        #: Whether the dashboard said it derives from the compact form (then the text may go).
+        self.reads_compact = False
 
     def close(self) -> None:
         """Close the HTTP client."""
@@ -199,6 +233,8 @@ class Deliverer:
                 counts["delivered"] += 1
                 if last.probes:
                     self.probe_requests.update(last.probes)
+                self.metrics_text_requests.update(last.metrics_text)
+                self.reads_compact = self.reads_compact or last.reads_compact
             elif last.kind == "rejected":
                 counts["rejected"] += 1
             else:

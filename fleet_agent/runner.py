@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fleet_agent import collect, deliver, failed_starts
+from fleet_agent import collect, deliver, failed_starts, metrics_compact
 from fleet_agent.config import AgentConfig
 from fleet_agent.schema import Report
 from fleet_agent.spool import Spool, StateFile
@@ -34,6 +34,12 @@ class Agent:
     probe_requests: dict[str, list[str]] = field(default_factory=dict)
     #: Last probe results per server identity, re-sent with each report.
     probe_memory: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Which servers' raw /metrics text goes with the next report (compact form always).
+    text_policy: metrics_compact.TextPolicy | None = None
+
+    def __post_init__(self) -> None:
+        if self.text_policy is None:
+            self.text_policy = metrics_compact.TextPolicy(every=self.config.metrics_text_every)
 
     def state(self) -> StateFile:
         """The state file next to the spool."""
@@ -52,7 +58,8 @@ class Agent:
                                  failed_start_sources=self.failed_start_sources(),
                                  process_memory=self.memory,
                                  probe_requests=self.probe_requests,
-                                 probe_memory=self.probe_memory)
+                                 probe_memory=self.probe_memory,
+                                 text_policy=self.text_policy)
         report = collect.collect(inp)
         self.probe_requests = {}  # run once per request; the dashboard asks again when due
         return report
@@ -78,6 +85,10 @@ class Agent:
         summary = deliverer.drain(budget_s=max(1.0, self.config.interval_s * 0.8))
         self.probe_requests.update(deliverer.probe_requests)
         deliverer.probe_requests.clear()
+        if self.text_policy is not None:
+            self.text_policy.request(sorted(deliverer.metrics_text_requests))
+            self.text_policy.dashboard_reads_compact |= deliverer.reads_compact
+        deliverer.metrics_text_requests.clear()
         return summary
 
     def deliverer(self, stop: threading.Event) -> deliver.Deliverer | None:

@@ -212,12 +212,56 @@ class ChatTemplate(_Model):
         return value.lower() if isinstance(value, str) else value
 
 
+# ------------------------------------------------------------------ compact /metrics form
+# The families the dashboard reads, as numbers (fleet_agent/metrics_compact.py has the shape
+# and the bounds); optional: a report with only ``text`` is what older agents send.
+
+_Labels = Annotated[dict[_text(MAX_LABEL_KEY_CHARS), _text(MAX_LABEL_VALUE_CHARS)],
+                    Field(max_length=MAX_LABELS)]
+MAX_COMPACT_FAMILIES = 128
+
+
+class CompactHistogram(_Model):
+    """One histogram series: bucket bounds as exposed (``"+Inf"`` included) and the
+    cumulative counts in the same order; ``sum``/``count`` None when not exposed."""
+
+    labels: _Labels = Field(default_factory=dict)
+    le: list[_text(32)] = Field(default_factory=list, max_length=256)
+    counts: list[float] = Field(default_factory=list, max_length=256)
+    sum: float | None = None
+    count: float | None = None
+
+    @field_validator("counts")
+    @classmethod
+    def _same_length(cls, value: list[float], info: Any) -> list[float]:
+        if len(value) != len(info.data.get("le") or []):
+            raise ValueError("counts and le differ in length")
+        return value
+
+
+class MetricsCompact(_Model):
+    """``samples``: sample name -> ``[[labels, value], ...]``; ``histograms``: family ->
+    series; ``names_sha256``: digest of every sample name of the body; ``vllm_names``: how
+    many distinct ``vllm:`` names the body had; ``vllm_engine_label``: whether one of them
+    carried an ``engine`` label."""
+
+    samples: dict[_text(256), Annotated[list[tuple[_Labels, float]], Field(max_length=512)]] = \
+        Field(default_factory=dict, max_length=MAX_COMPACT_FAMILIES)
+    histograms: dict[_text(256), Annotated[list[CompactHistogram], Field(max_length=512)]] = \
+        Field(default_factory=dict, max_length=MAX_COMPACT_FAMILIES)
+    names_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    vllm_names: int = Field(default=0, ge=0, le=PG_INTEGER_MAX)
+    vllm_engine_label: bool = False
+
+
 class MetricsScrape(_Model):
-    """The ``/metrics`` body exactly as vLLM served it (renames are handled server-side)."""
+    """The ``/metrics`` body exactly as vLLM served it (renames are handled server-side),
+    and/or its compact form. ``text`` is "" when the agent sent the compact form alone."""
 
     format: Literal["prometheus-text"] = "prometheus-text"
     scraped_at: UtcDatetime
-    text: str = Field(max_length=MAX_METRICS_CHARS)
+    text: str = Field(default="", max_length=MAX_METRICS_CHARS)
+    compact: MetricsCompact | None = None
 
     @field_validator("text")
     @classmethod

@@ -282,19 +282,27 @@ def _fill_max_model_len(flags: dict, meta: dict, server: dict, row: Any,
         meta["sources"]["max_model_len"] = "default (model max_position_embeddings, models.yaml)"
 
 
+def _scrape(server: dict[str, Any]) -> metrics_mod.MetricSnapshot | None:
+    """The server entry's scrape: compact form (no parse) or text (parsed once, cached)."""
+    block = server.get("metrics")
+    if isinstance(block, dict) and isinstance(block.get("compact"), dict):
+        return metrics_mod.from_compact(block["compact"])
+    text = _metrics_text(server)
+    return _snapshot(text) if text else None
+
+
 def metrics_block(server: dict, report: dict, history: list[dict] | None,
                   restarted: bool) -> dict[str, Any]:
     """``metrics`` block: window against the previous scrape of the same process (lifetime
     after a restart or with no history), plus ``lifetime``, ``available``, ``era``."""
-    text = _metrics_text(server)
-    cur = _snapshot(text) if text else metrics_mod.parse("")
+    scraped = _scrape(server)
+    cur = scraped if scraped is not None else metrics_mod.parse("")
     prev, elapsed = None, None
     past = _same_server(history, server_key(server))
-    if past and not restarted and text:
+    if past and not restarted and scraped is not None:
         prev_report, prev_entry = past[-1]
-        prev_text = _metrics_text(prev_entry)
-        if prev_text:
-            prev = _snapshot(prev_text)
+        prev = _scrape(prev_entry)
+        if prev is not None:
             elapsed = _elapsed(prev_report, prev_entry, report, server)
     current = metrics_mod.window(prev, cur, elapsed)
     lifetime = current if prev is None else metrics_mod.window(None, cur, None)
@@ -307,7 +315,7 @@ def metrics_block(server: dict, report: dict, history: list[dict] | None,
         "requests_waiting_capacity": (prev.by_label.get("requests_waiting") or {}).get(
             "capacity")}
     return {**current, "start": start,
-            "available": bool(text) and bool(cur.present), "lifetime": lifetime,
+            "available": scraped is not None and bool(cur.present), "lifetime": lifetime,
             "era": cur.era, "model_names": list(cur.model_names),
             "cache_config": dict(cur.cache_config)}
 

@@ -3,6 +3,8 @@
 Public API (contract: docs/knowledge-base.md, section "Context reference"):
 
 - `parse(text) -> MetricSnapshot`: never raises; problems are listed in `snapshot.errors`.
+- `from_compact(compact) -> MetricSnapshot`: the same snapshot from the agent's compact form
+  (``servers[].metrics.compact``, docs/wire-contract.md) without any text parsing; never raises.
 - `window(prev, cur, elapsed_s) -> dict`: derived values for one interval (see
   `audit.kb.metrics_window.window`).
 - `histogram_quantile(q, hist)`: Prometheus `histogram_quantile` semantics on one histogram.
@@ -26,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -41,7 +43,8 @@ from audit.kb.metrics_names import (
 from audit.kb.metrics_snapshot import Histogram, MetricSnapshot
 from audit.kb.metrics_window import histogram_quantile, window
 
-__all__ = ["Histogram", "MetricSnapshot", "histogram_quantile", "parse", "window"]
+__all__ = ["Histogram", "MetricSnapshot", "from_compact", "histogram_quantile", "parse",
+           "scrape_snapshot", "window"]
 
 MAX_ERRORS = 20  # keep `errors` readable on garbage input; the rest is counted in one line
 MAX_POSITION = 64  # spec-decode positions beyond this are garbage (k is single digits in practice)
@@ -66,6 +69,58 @@ def parse(text: Any) -> MetricSnapshot:
     return snap
 
 
+class _Sample(NamedTuple):
+    """One sample as :class:`_Aggregator` reads it (prometheus_client's ``Sample`` shape)."""
+
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+def from_compact(compact: Any) -> MetricSnapshot:
+    """The snapshot of one scrape sent in compact form (a dict shaped as
+    ``fleet_agent.schema.MetricsCompact``): the same values :func:`parse` gives for the text
+    the agent compacted, from numbers alone. Never raises: problems land in ``errors``."""
+    snap = MetricSnapshot()
+    try:
+        samples, names, has_engine = _compact_samples(compact)
+        if not names and (compact.get("vllm_names") or 0) > 0:
+            names = {"vllm:"}  # as parse(): the body had vLLM names, none of them mapped
+        snap.era = _detect_era(names, has_engine)
+        _Aggregator(snap).run(samples, compact.get("histograms") or {})
+    except Exception as exc:  # as parse(): the worker must never fail on a body
+        _add_error(snap.errors, f"internal error: {type(exc).__name__}: {exc}")
+    return snap
+
+
+def scrape_snapshot(block: Any) -> MetricSnapshot | None:
+    """The snapshot of one report's ``servers[].metrics`` block (JSON as stored): from the
+    compact form when the agent sent one (the text, if any, is then only kept), else from the
+    text; None when the block holds neither."""
+    if not isinstance(block, dict):
+        return None
+    if isinstance(block.get("compact"), dict):
+        return from_compact(block["compact"])
+    text = block.get("text")
+    return parse(text) if isinstance(text, str) and text.strip() else None
+
+
+def _compact_samples(compact: dict[str, Any]) -> tuple[list[_Sample], set[str], bool]:
+    """The plain samples of a compact block, the vLLM names it holds (histograms as their
+    ``_bucket`` name, as the text has them) and whether any series has an engine label."""
+    samples: list[_Sample] = []
+    names: set[str] = set()
+    for name, series in (compact.get("samples") or {}).items():
+        names.add(_normalise(name))
+        samples.extend(_Sample(name, labels, value) for labels, value in series)
+    has_engine = compact.get("vllm_engine_label") is True \
+        or any("engine" in s.labels for s in samples)
+    for family, series in (compact.get("histograms") or {}).items():
+        names.add(_normalise(family) + "_bucket")
+        has_engine = has_engine or any("engine" in (h.get("labels") or {}) for h in series)
+    return samples, names, has_engine
+
+
 def _coerce_text(text: Any, errors: list[str]) -> str:
     if isinstance(text, str):
         return text
@@ -83,7 +138,7 @@ def _normalise(name: str) -> str:
 
 
 #: Longest sample line handed to prometheus_client. Its label parser costs the square of an
-#: escaped label value's length (a 2 MB line of ``\"`` took 25 s, issue 16 item 7); vLLM's own
+#: escaped label value's length (a 2 MB line of ``\"`` took 25 s); vLLM's own
 #: lines are under 1 KiB, so a longer one is skipped and noted, and parsing stays linear.
 MAX_LINE_CHARS = 4096
 #: Most backslashes in one sample line: each escape makes prometheus_client rescan the rest of
@@ -193,13 +248,44 @@ class _Aggregator:
         self.engines: set[str] = set()
         self.info_engine: str | None = None
 
-    def run(self, samples: Iterable[Any]) -> None:
+    def run(self, samples: Iterable[Any],
+            histograms: dict[str, list[dict[str, Any]]] | None = None) -> None:
+        """Aggregate ``samples`` and the compact form's ``histograms`` (family -> series
+        with bucket arrays, read without one sample object per bucket), then resolve."""
         series: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
         for s in samples:  # a repeated series (same name and labels) counts once: last wins
             series[(s.name, tuple(sorted(s.labels.items())))] = s
         for s in series.values():
             self._add(s)
+        for family, hist_series in (histograms or {}).items():
+            self._add_compact_hist(family, hist_series)
         self._resolve()
+
+    def _add_compact_hist(self, family: str, series: list[dict[str, Any]]) -> None:
+        entry = SAMPLE_INDEX.get(_normalise(family) + "_bucket")
+        if entry is None or entry[0] != "hist":
+            return
+        _kind, canon, prio, _role = entry
+        latest = {tuple(sorted((h.get("labels") or {}).items())): h for h in series}
+        for hist in latest.values():  # a repeated series counts once (last wins), as above
+            self._note_labels(hist.get("labels") or {})
+            acc = self.hists.setdefault((canon, prio), {"buckets": {}, "sum": None,
+                                                        "count": None})
+            for le_text, count in dict(zip(hist.get("le") or [], hist.get("counts") or [],
+                                           strict=False)).items():
+                try:
+                    le = float(le_text)
+                except ValueError:
+                    _add_error(self.snap.errors, f"{family}_bucket without a numeric le "
+                                                 "label, ignored")
+                    continue
+                if math.isnan(le):
+                    _add_error(self.snap.errors, f"{family}_bucket with le=NaN, ignored")
+                    continue
+                acc["buckets"][le] = acc["buckets"].get(le, 0.0) + float(count)
+            for role in ("sum", "count"):
+                if hist.get(role) is not None:
+                    acc[role] = (acc[role] or 0.0) + float(hist[role])
 
     def _add(self, sample: Any) -> None:
         name = _normalise(sample.name)

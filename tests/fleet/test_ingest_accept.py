@@ -19,7 +19,8 @@ def test_it_accepts_a_contract_report_and_upserts_host_servers_and_gpus(
     report = make_report(host={"hostname": "renamed-node"})
     response = post_report(report, token=token)
     assert response.status_code == 202
-    assert response.json() == {"report_id": report["report_id"], "duplicate": False}
+    assert response.json() == {"report_id": report["report_id"], "duplicate": False,
+                               "metrics_compact": True}
     stored = Report.objects.get()
     assert str(stored.report_id) == report["report_id"]
     assert stored.raw == report
@@ -68,8 +69,10 @@ def test_an_autocommitted_report_is_stored_raw_once_with_its_fields(post_report,
     report = make_report(future_field={"x": 1})
     first = post_report(report, token=token)
     again = post_report(report, token=token)
-    assert first.json() == {"report_id": report["report_id"], "duplicate": False}
-    assert again.json() == {"report_id": report["report_id"], "duplicate": True}
+    assert first.json() == {"report_id": report["report_id"], "duplicate": False,
+                            "metrics_compact": True}
+    assert again.json() == {"report_id": report["report_id"], "duplicate": True,
+                            "metrics_compact": True}
     row = Report.objects.get()
     assert (row.host_id, row.schema_version, row.raw["future_field"]) == (host.pk, 1, {"x": 1})
     assert row.collected_at.isoformat().startswith(report["collected_at"][:19])
