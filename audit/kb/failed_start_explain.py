@@ -34,11 +34,13 @@ import shlex
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from audit.kb import raise_sites as rs
+from audit.kb.failed_start_architecture import architecture
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
 from audit.kb.platform_values import applicable, platform_bound
-from audit.kb.release_caps import architecture_index, caps
 from audit.kb.vllm_tables import (
     acceptance,
     accepting_releases,
@@ -202,7 +204,6 @@ class _Release(str):
 
 
 def _public(version: str | None) -> str | None:
-    from packaging.version import InvalidVersion, Version
     try:
         return Version(version).public if version else None
     except InvalidVersion:
@@ -642,79 +643,11 @@ def _specific(value: str) -> bool:
         value.lower() not in _TRIVIAL
 
 
-_ARCHITECTURES = re.compile(r"Model architectures \[([^\]]*)\] (?:are not supported|failed)|"
-                            r"model type `(\w+)` but Transformers does not recognize")
-
-
 def _architecture(lines: list[str], argv: list[str], release: str) -> Explanation | None:
-    """"Model architectures ['X'] are not supported" (vLLM's registry) and "model type `x`
-    but Transformers does not recognize", judged against the capability tables
-    (:mod:`audit.kb.release_caps`): when the running release registers the architecture the
-    message cannot mean the release lacks it (the model class failed to load in this
-    install: a missing or mismatched dependency, a build without this platform's support),
-    so the cause stays not recognised beyond that; else the nearest release that registers
-    it (the first newer one, or the last older one when it was removed)."""
-    for line in reversed(lines):
-        found = _ARCHITECTURES.search(line)
-        if not found:
-            continue
-        names = [n for n in re.findall(r"'(\w+)'", found[1] or "") or [found[2]] if n]
-        index = architecture_index()
-        if found[2]:  # a model type: the architecture's name starts with it
-            stem = found[2].replace("_", "").lower()
-            names = sorted(a for a in index if a.lower().startswith(stem))[:1] or names
-        model = _settings(argv, release).get("--model", (None, None))[1]
-        shown = ", ".join(names)
-        checked = (f"vLLM's model registry: the model's config.json architectures "
-                   f"(model {model or 'as served'})")
-        running = getattr(release, "running", None)
-        # unknown, or older than every table: the table is not the running release's
-        below = running is None or _older(running, release)
-        registered = [] if below else [n for n in names if n in _registered(release)]
-        if registered:
-            return Explanation(
-                kind="architecture_load_failed", error_line=line, confidence="medium",
-                checked=checked, value=shown,
-                summary=f"vLLM {release:run} registers {', '.join(registered)}, yet the model "
-                        "class failed to load in this install (a missing or mismatched "
-                        "dependency, or a build without this platform's support); the cause "
-                        "is not recognised beyond that")
-        first = _nearest_registering(names, running)
-        change = (f"run vLLM {first}" + (" or newer" if running is None else "") +
-                  f": its model registry has {shown}" if first else
-                  f"serve a model of an architecture vLLM supports; no known release "
-                  f"(through {rs.site_releases()[-1]}) has {shown}")
-        return Explanation(
-            kind="raise_site", error_line=line, setting="hf:architectures", value=shown,
-            changed_in=first, change=change, checked=checked,
-            summary=f"vLLM {release:run} does not register the architecture {shown}")
-    return None
-
-
-def _older(running: str, release: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-    try:
-        return Version(running) < Version(release)
-    except InvalidVersion:
-        return False
-
-
-def _registered(release: str) -> set[str]:
-    try:
-        return set(caps(release)["architectures"])
-    except FileNotFoundError:
-        return set()
-
-
-def _nearest_registering(names: list[str], running: str | None) -> str | None:
-    """The first release newer than ``running`` (every one when unknown) that registers one
-    of ``names``, else the newest older one (the architecture was removed); None when no
-    table has it."""
-    from packaging.version import Version
-    index = architecture_index()
-    having = sorted({r for n in names for r in index.get(n, ())}, key=Version)
-    newer = [r for r in having if running is None or Version(r) > Version(running)]
-    return newer[0] if newer else (having[-1] if having else None)
+    """The model registry's refusal (:mod:`audit.kb.failed_start_architecture`)."""
+    model = _settings(argv, release).get("--model", (None, None))[1]
+    found = architecture(lines, release, getattr(release, "running", None), model)
+    return Explanation(**found) if found else None
 
 
 #: Words of an error that name a feature, and the option that turns it on or sizes it
