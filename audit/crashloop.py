@@ -157,7 +157,7 @@ def _results(kb: Any, server: Server, state: dict[str, Any],
     platform, cc = server_platform(server)
     explained = explain(lines, entry.get("argv") or server.argv or [],
                         base["installed_vllm_version"] or server.vllm_version or None,
-                        platform=platform, cc=cc)
+                        platform=platform, cc=cc, env=server.env or None)
     base["explanation"] = explained.as_dict()
     matched = kb.match_log(lines)
     deferred = deferred_to(server, explained)

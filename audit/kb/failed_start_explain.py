@@ -227,7 +227,8 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
 
     ``platform``: cuda | rocm | cpu | xpu | tpu or None (unknown); ``cc``: the GPU's compute
     capability (8.9) or None: the values offered are those that apply there
-    (:mod:`audit.kb.platform_values`). ``env``: the server's environment when known."""
+    (:mod:`audit.kb.platform_values`). ``env``: the server's environment when known (a
+    variable in it is the operator's setting)."""
     argv = [str(t) for t in argv or []]
     lines = unwrap(lines)
     table_rel, note = table_release(version)
@@ -259,11 +260,12 @@ def _whose(out: Explanation, argv: list[str], release: str,
     if not out.setting:
         return
     if out.setting.startswith("env:"):
-        out.operator_set = None if env is None else out.setting[4:] in env
+        # the env known may be an older start's: it proves a variable set, never one unset
+        out.operator_set = True if env and out.setting[4:] in env else None
         return
     if not out.setting.startswith("--"):
         return
-    if out.setting in _settings(argv, release) or _rename(argv, out.setting, out.setting):
+    if out.setting in _settings(argv, release) or _flag_positions(argv, {out.setting}):
         out.operator_set = True
     elif argv_known(argv):
         out.operator_set = False

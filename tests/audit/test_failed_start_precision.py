@@ -99,3 +99,13 @@ def test_the_running_release_is_named_not_the_substitute_table() -> None:
                     ["vllm", "serve", "m", "--max-num-seqz", "8"], older)
     assert f"vLLM {older} (judged with the nearest shipped table, {oldest})" in found.summary
     assert f"vLLM {oldest} has" not in found.summary and found.release == oldest
+
+
+def test_an_environment_variable_is_the_operators_only_when_the_env_has_it() -> None:
+    # vllm/lora (0.32.0): a guard that reads VLLM_LORA_ENABLE_DUAL_STREAM
+    line = "ValueError: Dual CUDA streams are only supported on CUDA platforms."
+    argv = ["vllm", "serve", "m", "--enable-lora"]
+    mine = explain([line], argv, "0.32.0", env={"VLLM_LORA_ENABLE_DUAL_STREAM": "1"})
+    assert mine.setting == "env:VLLM_LORA_ENABLE_DUAL_STREAM" and mine.operator_set is True
+    unknown = explain([line], argv, "0.32.0", env={"PATH": "/usr/bin"})
+    assert unknown.setting == mine.setting and unknown.operator_set is None
