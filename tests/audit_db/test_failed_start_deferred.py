@@ -12,6 +12,7 @@ from audit import evaluation
 from audit.crashloop import FAILED_START_RULE_ID
 from audit.models import Finding
 from audit.rulebook import current_knowledge_base
+from fleet.access import set_role
 from fleet.models import Server
 from tests.audit.test_failed_start_precision import NVFP4_MLA
 from tests.conftest import iso
@@ -32,12 +33,20 @@ def _report(make_report, minute: int, line: str, argv: list[str]) -> dict:
     return body
 
 
+def _host_page(client, django_user_model) -> str:
+    user = django_user_model.objects.create_user("viewer-1")
+    set_role(user, "viewer")
+    client.force_login(user)
+    return client.get(f"/hosts/{Server.objects.get().host.code}/").content.decode()
+
+
 def _post(body, token, post_report) -> None:
     assert post_report(body, token).status_code == 202
     evaluation.evaluate_report(body["report_id"])
 
 
-def test_a_default_is_not_called_the_operators_setting(enrolled, post_report, make_report):
+def test_a_default_is_not_called_the_operators_setting(enrolled, post_report, make_report,
+                                                        client, django_user_model):
     _, token = enrolled()
     assert not current_knowledge_base().match_log([NVFP4_MLA])
     _post(_report(make_report, 0, NVFP4_MLA, ARGV), token, post_report)
@@ -45,10 +54,13 @@ def test_a_default_is_not_called_the_operators_setting(enrolled, post_report, ma
     assert "Your setting" not in down.message
     assert "--kv-cache-dtype, left at vLLM's default (auto)" in down.message
     assert down.evidence["explanation"]["operator_set"] is False
+    page = _host_page(client, django_user_model)  # the host page says the same
+    assert "Your setting" not in page and "left at vLLM&#x27;s default" in page
 
 
 def test_a_config_finding_that_names_the_cause_is_not_contradicted(enrolled, post_report,
-                                                                   make_report):
+                                                                   make_report, client,
+                                                                   django_user_model):
     _, token = enrolled()
     _post(_report(make_report, 0, NVFP4_MLA, ARGV), token, post_report)
     server = Server.objects.get()
@@ -64,6 +76,8 @@ def test_a_config_finding_that_names_the_cause_is_not_contradicted(enrolled, pos
     assert config_rule.id in down.message and "For this start" not in down.remediation
     assert down.evidence["explanation_deferred_to"] == [config_rule.id]
     assert down.evidence["explanation"]["setting"] == "--kv-cache-dtype"  # evidence only
+    page = _host_page(client, django_user_model)
+    assert "evidence only" in page and "Setting read" not in page
 
     # the operator's own setting fed the check: the explanation stands beside the rule
     mine = [*ARGV, "--kv-cache-dtype", "nvfp4"]
