@@ -13,7 +13,12 @@ slot whose ``Server.failed_start`` came with the report being evaluated
   the setting that fed the failing check, its value, the change and the fix command. It rides
   on every failed-start finding as ``evidence.explanation``; when no rule's signature matches,
   it is the finding itself (:data:`FAILED_START_RULE_ID`, "Server down: …"). A rule's
-  specific answer wins when it matches; the explanation is the fallback that is always there;
+  specific answer wins when it matches; the explanation is the fallback that is always there.
+  It calls a setting "yours" only when the argv/env set it, offers the values that apply on
+  the host's platform/GPU (:func:`server_platform`), and defers (evidence only,
+  ``evidence.explanation_deferred_to``) to a high/critical config finding of the server when
+  it names a setting the operator did not set or rests on a correlation (:func:`deferred_to`);
+  an explanation that cannot name the cause alone (``confidence`` medium) stays medium;
 * **crash loop**: :data:`CRASH_LOOP_RULE_ID` opens when the slot restarted at least
   ``AUDIT_CRASH_LOOP_RESTARTS`` times within ``AUDIT_CRASH_LOOP_WINDOW_S`` seconds, even when no
   rule matched, with the last error line. It stays open (one finding, so one alert) while the
@@ -149,18 +154,58 @@ def _results(kb: Any, server: Server, state: dict[str, Any],
     restarts = restarts_in_window(state, now, window_s)
     looping = restarts >= threshold
     base = _evidence(server, state, restarts, window_s)
+    platform, cc = server_platform(server)
     explained = explain(lines, entry.get("argv") or server.argv or [],
-                        base["installed_vllm_version"] or server.vllm_version or None)
+                        base["installed_vllm_version"] or server.vllm_version or None,
+                        platform=platform, cc=cc, env=server.env or None)
     base["explanation"] = explained.as_dict()
     matched = kb.match_log(lines)
-    fix = incident_fix(server, [rule for rule, _ in matched], explained, kb.verified_through)
+    deferred = deferred_to(server, explained)
+    if deferred:
+        base["explanation_deferred_to"] = deferred
+    fix = incident_fix(server, [rule for rule, _ in matched], explained, kb.verified_through,
+                       deferred=bool(deferred))
     out = [_signature_result(rule, line, base, looping, fix) for rule, line in matched]
     if not matched:
-        out.append(_explained_result(explained, base, looping, fix))
+        out.append(_explained_result(explained, base, looping, fix, deferred))
     if looping:
         out.append(_crash_loop_result(server, base, restarts, window_s, matched, explained,
                                       fix))
     return out
+
+
+def server_platform(server: Server) -> tuple[str | None, float | None]:
+    """(platform, compute capability) of the server's host from its present GPUs: ``rocm``
+    when one reports a gfx target (AMD SMI), ``cuda`` when one reports a compute capability
+    (the lowest one is the GPU's limit); (None, None) when the host reports no GPU."""
+    gpus = list(server.host.gpus.filter(is_present=True))
+    if any(g.gfx_arch for g in gpus):
+        return "rocm", None
+    found = []
+    for gpu in gpus:
+        try:
+            found.append(float(gpu.compute_capability))
+        except ValueError:
+            continue
+    return ("cuda", min(found)) if found else (None, None)
+
+
+#: Severities at which a config finding of the same server names a cause firmly enough
+#: that a weaker explanation of the failed start defers to it.
+_FIRM = ("high", "critical")
+
+
+def deferred_to(server: Server, explained: Explanation) -> list[str]:
+    """Rule ids of the server's active config findings (high/critical, not from a failed
+    start) the explanation defers to: when it names a setting the operator did not set, or
+    rests only on a correlation, a config rule that already names the cause is the answer,
+    and the explanation is evidence only. Empty when it does not defer."""
+    weak = explained.kind == "correlated" or (
+        explained.setting is not None and explained.operator_set is not True)
+    if not weak:
+        return []
+    return sorted({f.rule_id for f in server.findings.active().filter(severity__in=_FIRM)
+                   if (f.evidence or {}).get("failed_start") is not True})
 
 
 def remedy_text(explained: Explanation) -> str:
@@ -174,14 +219,35 @@ def remedy_text(explained: Explanation) -> str:
     return text
 
 
+def _whose_text(explained: Explanation) -> str:
+    """Whose value fed the check: the operator's only when argv/env set it."""
+    if not explained.setting:
+        return ""
+    if explained.operator_set:
+        return (f" Your setting {explained.setting}"
+                + (f" = {explained.value}" if explained.value is not None else "")
+                + " fed that check.")
+    if explained.operator_set is False:
+        return (f" The check read {explained.setting}, left at vLLM's default"
+                + (f" ({explained.default})" if explained.default is not None else "") + ".")
+    return f" The check read {explained.setting}."
+
+
 def _explained_result(explained: Explanation, base: dict[str, Any],
-                      looping: bool, fix: str) -> FindingResult:
-    setting = (f" Your setting {explained.setting}"
-               + (f" = {explained.value}" if explained.value is not None else "")
-               + " fed that check." if explained.setting else "")
+                      looping: bool, fix: str, deferred: list[str]) -> FindingResult:
+    setting = _whose_text(explained)
+    title = f"Server down: {explained.summary}"
+    if deferred:  # the config finding names the cause: no second, different cause here
+        setting = (f" The configuration finding {', '.join(deferred)} names the cause; this "
+                   "start's explanation is kept as evidence only.")
+        title = (f"Server down: vLLM stopped the start with \"{explained.error_line or ''}\"")
+    # an explanation that cannot name the cause alone (confidence "medium") stays medium
+    severity = "critical" if looping else "high"
+    if explained.confidence == "medium":
+        severity = "medium"
     return FindingResult(
-        rule_id=FAILED_START_RULE_ID, severity="critical" if looping else "high",
-        kind="known_issue", title=f"Server down: {explained.summary}"[:300],
+        rule_id=FAILED_START_RULE_ID, severity=severity,
+        kind="known_issue", title=title[:300],
         message=(f"{base['unit_or_container']} ({base['source']}) exits during start-up. "
                  + (f"vLLM checked: {explained.checked}." if explained.checked else "")
                  + setting)[:2000],
@@ -219,21 +285,25 @@ def server_remedy(server: Server, rules: list[Rule],
 
 
 def incident_fix(server: Server, rules: list[Rule], explained: Explanation,
-                 verified_through: str | None) -> str:
+                 verified_through: str | None, *, deferred: bool = False) -> str:
     """One remediation sentence for this failed start, shown by every finding of it (so its
     alert), the host page and the plan: the incident's remedy (the release that ran pinned
     back, or the fixed release: audit.remedy), else the rule's remediation or, with no rule,
     the explanation's change; then this start's own change and fixed command when the
     explanation names a setting (the remedy says what to run, the explanation what to
-    type)."""
+    type). ``deferred``: a config finding names the cause (:func:`deferred_to`), so the
+    explanation's change is not offered."""
     found = server_remedy(server, rules, verified_through)
     if found["kind"] != "rule":
         text = found["text"]
     elif rules:
         text = " ".join(rules[0].remediation.split())
+    elif deferred:
+        return ("A configuration finding of this server names the cause: apply its "
+                "remediation.")
     else:
         return remedy_text(explained)
-    if explained.names_setting_and_change:
+    if explained.names_setting_and_change and not deferred:
         text += " For this start: " + remedy_text(explained)
     return text
 
@@ -264,7 +334,8 @@ def _crash_loop_result(server: Server, base: dict[str, Any], restarts: int, wind
     title = (f"Risky upgrade did not come back: {base['unit_or_container']} crash-looping"
              if upgraded else f"Crash loop: {base['unit_or_container']} keeps failing to start")
     last = base["last_error_line"] or "no error line was captured"
-    causes = ", ".join(rule.id for rule, _ in matched) or explained.summary
+    causes = ", ".join(rule.id for rule, _ in matched) or \
+        ", ".join(base.get("explanation_deferred_to") or []) or explained.summary
     return FindingResult(
         rule_id=CRASH_LOOP_RULE_ID, severity="critical", kind="crash_loop", title=title[:300],
         message=(f"{base['unit_or_container']} ({base['source']}) restarted {restarts} times in "
@@ -297,6 +368,8 @@ def incident_remedy(server: Server, findings: list[Finding] | None = None) -> di
                    if isinstance((f.evidence or {}).get("explanation"), dict)), None)
     if stored is not None:
         explained = Explanation.from_dict(stored)
-        found_remedy["text"] = incident_fix(server, matched, explained, kb.verified_through)
+        deferred = any((f.evidence or {}).get("explanation_deferred_to") for f in found)
+        found_remedy["text"] = incident_fix(server, matched, explained, kb.verified_through,
+                                            deferred=deferred)
     return found_remedy
 

@@ -26,10 +26,10 @@ def failed_start_block(server: Server, report: Report | None,
                        findings: list[Finding]) -> dict[str, Any] | None:
     """``{"entry", "first_seen", "last_seen", "restarts", "window_minutes", "lines",
     "causes": [Finding], "loop": Finding | None, "installed", "remedy", "command",
-    "explanation"}`` or None when the slot has no current failed start (``remedy``:
-    audit.remedy's dict). ``explanation`` is the structured answer the findings carry
-    (:mod:`audit.kb.failed_start_explain`: setting, value, change, failing and fix commands),
-    the same one the finding and the crash-loop alert state."""
+    "explanation", "deferred_to": [rule id]}`` or None when the slot has no current failed
+    start (``remedy``: audit.remedy's dict). ``explanation`` is the structured answer the
+    findings carry (:mod:`audit.kb.failed_start_explain`: setting, value, change, failing
+    and fix commands), the same one the finding and the crash-loop alert state."""
     state = server.failed_start
     if not state:
         return None
@@ -53,6 +53,10 @@ def failed_start_block(server: Server, report: Report | None,
                                                               [f.rule_id for f in ours])),
         "explanation": next(((f.evidence or {}).get("explanation") for f in ours
                              if (f.evidence or {}).get("explanation")), None),
+        # config findings the explanation defers to (audit.crashloop.deferred_to): then it
+        # is evidence only, and no change of its own is shown
+        "deferred_to": next(((f.evidence or {}).get("explanation_deferred_to") for f in ours
+                             if (f.evidence or {}).get("explanation_deferred_to")), []),
     }
 
 

@@ -34,9 +34,13 @@ import shlex
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from audit.kb import raise_sites as rs
+from audit.kb.failed_start_architecture import architecture
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
+from audit.kb.platform_values import applicable, platform_bound
 from audit.kb.vllm_tables import (
     acceptance,
     accepting_releases,
@@ -99,6 +103,13 @@ class Explanation:
     failing_command: str | None = None
     fix_command: str | None = None
     fix_argv: list[str] | None = None
+    #: True: ``setting`` is in the argv (any spelling) or the env; False: the argv is known
+    #: and lacks it (vLLM's default applied, ``default``); None: the argv is unknown
+    operator_set: bool | None = None
+    default: Any = None
+    #: "medium" when the explanation alone is not enough to name a cause (a registered
+    #: architecture that failed to load); None otherwise
+    confidence: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,27 +180,111 @@ def _command(argv: list[str] | None) -> str | None:
 
 # ----------------------------------------------------------------------------- explain
 
-def explain(lines: list[str], argv: list[str] | None, version: str | None) -> Explanation:
-    """The explanation of one failed start (module docstring). Never raises on odd input."""
+class _Release(str):
+    """A table's release (equal to and hashed as that release, so every table lookup reads
+    it) whose ``{release:run}`` names the running version when no table of its own exists:
+    "vLLM 0.6.4 (judged with the nearest shipped table, 0.8.5)", so no sentence presents the
+    substitute table as the release that runs."""
+
+    label: str
+    running: str | None
+
+    def __new__(cls, release: str, version: str | None) -> _Release:
+        made = super().__new__(cls, release)
+        running = _public(version)
+        made.running = running
+        made.label = (release if running in (None, release) else
+                      f"{running} (judged with the nearest shipped table, {release})")
+        return made
+
+    def __format__(self, spec: str) -> str:
+        # ``{release:run}`` in a sentence about the running release; plain ``{release}``
+        # (a table's file name, a lookup) stays the table's release
+        return self.label if spec == "run" else super().__format__(spec)
+
+
+def _public(version: str | None) -> str | None:
+    try:
+        return Version(version).public if version else None
+    except InvalidVersion:
+        return None
+
+
+#: A placeholder in a reported command (``<model>``, ``${MODEL}``, ``...``): the argv is not
+#: the one that ran, so what it lacks says nothing of what the operator left at its default.
+_PLACEHOLDER = re.compile(r"<[^>]*>|\$\{?\w+|^\.\.\.$|…")
+
+
+def argv_known(argv: list[str]) -> bool:
+    """True when ``argv`` is the command that ran: non-empty, with no placeholder."""
+    return bool(argv) and not any(_PLACEHOLDER.search(t) for t in argv)
+
+
+def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
+            platform: str | None = None, cc: float | None = None,
+            env: dict[str, str] | None = None) -> Explanation:
+    """The explanation of one failed start (module docstring). Never raises on odd input.
+
+    ``platform``: cuda | rocm | cpu | xpu | tpu or None (unknown); ``cc``: the GPU's compute
+    capability (8.9) or None: the values offered are those that apply there
+    (:mod:`audit.kb.platform_values`). ``env``: the server's environment when known (a
+    variable in it is the operator's setting)."""
     argv = [str(t) for t in argv or []]
     lines = unwrap(lines)
-    release, note = table_release(version)
-    out = _argparse(lines, argv, release) or _architecture(lines, argv, release) \
-        or _sites(lines, argv, version)
+    table_rel, note = table_release(version)
+    release = _Release(table_rel, version)
+    where = (platform, cc)
+    out = _argparse(lines, argv, release, where) or _architecture(lines, argv, release) \
+        or _sites(lines, argv, version, where)
     if out is None or out.setting is None:
         # a check that reads no setting (a GPU capability, a weight shape): the error's own
         # words may still name one; the check found stays what vLLM checked
-        named = _correlate(lines, argv, release) or _mentioned(lines, argv, release) \
-            or _feature(lines, argv, release)
+        named = _correlate(lines, argv, release) or \
+            _mentioned(lines, argv, release, where) or _feature(lines, argv, release)
         if out is not None and named is not None:
             named.kind, named.checked, named.site = out.kind, out.checked, out.site
             named.changed_in = named.changed_in or out.changed_in
         out = named or out or _bare(lines)
-    out.release = out.release or release
+    out.release = str(out.release or release)
     out.release_note = out.release_note or note
+    _whose(out, argv, release, env)
     out.failing_command = _command(argv)
     out.fix_command = _command(out.fix_argv)
     return out
+
+
+def _whose(out: Explanation, argv: list[str], release: str,
+           env: dict[str, str] | None) -> None:
+    """Whether the operator set ``out.setting`` (argv in any spelling the release accepts, or
+    env), and vLLM's default when the known argv lacks it."""
+    if not out.setting:
+        return
+    if out.setting.startswith("env:"):
+        # the env known may be an older start's: it proves a variable set, never one unset
+        out.operator_set = True if env and out.setting[4:] in env else None
+        return
+    if not out.setting.startswith("--"):
+        return
+    if out.setting in _settings(argv, release) or _flag_positions(argv, {out.setting}):
+        out.operator_set = True
+    elif argv_known(argv):
+        out.operator_set = False
+        out.default = _default(release, out.setting)
+
+
+def _default(release: str, flag: str) -> Any:
+    """vLLM's default of ``flag`` in ``release``'s table (None when not stated)."""
+    entry = spelling_index(release).get(flag)
+    if entry is None:
+        return None
+    found = table(release)["options"][entry.flag].get("default")
+    return None if found is None or str(found).startswith("<expr") else found
+
+
+def _left(flag: str, release: str) -> str:
+    """"vLLM's default (value)" for a flag the operator left unset."""
+    found = _default(release, flag)
+    return "vLLM's default" + (f" ({found})" if found is not None else "")
 
 
 _WRAPPED = re.compile(r"failed with error '(.+?)'(?:,|\s*$)|"
@@ -222,7 +317,8 @@ def _settings(argv: list[str], release: str) -> dict[str, tuple[str, Any]]:
     return found
 
 
-def _argparse(lines: list[str], argv: list[str], release: str) -> Explanation | None:
+def _argparse(lines: list[str], argv: list[str], release: str,
+              where: tuple) -> Explanation | None:
     for line in reversed(lines):
         found = rs.exception_of(line)
         if found is None or found[0] != "SystemExit":
@@ -233,15 +329,16 @@ def _argparse(lines: list[str], argv: list[str], release: str) -> Explanation | 
             return _unknown_flag(line, unknown[1].split()[0], argv, release)
         choice = _INVALID_CHOICE.search(message)
         if choice:
-            return _invalid_choice(line, choice[1], choice[2], choice[3], argv, release)
+            return _invalid_choice(line, choice[1], choice[2], choice[3], argv, release,
+                                   where)
         other = _ARGUMENT_ERROR.search(message)
         if other:
             return Explanation(
                 kind="bad_argument", error_line=line, setting=other[1],
                 value=_settings(argv, release).get(other[1], (None, None))[1],
                 checked="vLLM's argument parser (argparse) read the value",
-                change=f"give {other[1]} a value vLLM {release} accepts ({other[2]})",
-                summary=f"vLLM {release} refused {other[1]}: {other[2]}")
+                change=f"give {other[1]} a value vLLM {release:run} accepts ({other[2]})",
+                summary=f"vLLM {release:run} refused {other[1]}: {other[2]}")
     return None
 
 
@@ -253,7 +350,7 @@ def _unknown_flag(line: str, spelling: str, argv: list[str], release: str) -> Ex
     spellings = [s for s in spelling_index(release) if s.startswith("--")]
     near = difflib.get_close_matches(name, spellings, n=1, cutoff=_NEAR)
     base = dict(error_line=line, setting=name, value=None, release=release,
-                checked=f"vLLM {release}'s argument parser: the option is not in its table")
+                checked=f"vLLM {release:run}'s argument parser: the option is not in its table")
     advice = {"--" + k.replace("_", "-"): (removed, r) for k, removed, r, _ in REMOVED_FLAGS}
     if name in advice or why["reason"] == "removed":
         removed_in, replacement = advice.get(name, (why.get("removed_in"), None))
@@ -261,30 +358,30 @@ def _unknown_flag(line: str, spelling: str, argv: list[str], release: str) -> Ex
         change = (f"{name} was removed in vLLM {removed_in}{last}: " +
                   (f"use {replacement}" if replacement else "drop it" +
                    (f" (nearest option now: {near[0]})" if near else "")))
-        return Explanation(kind="removed_flag", summary=f"vLLM {release} no longer accepts "
+        return Explanation(kind="removed_flag", summary=f"vLLM {release:run} no longer accepts "
                            f"{name}", change=change, changed_in=removed_in,
                            fix_argv=edit_argv(argv, release, name, drop=True), **base)
     if why["reason"] == "never" and name in spelling_index(release):
         first = accepting_releases(name)[0]
         return Explanation(kind="unknown_flag", summary=f"the vLLM that ran refuses {name}, "
-                           f"which vLLM {release} (judged here) accepts: the installed build "
+                           f"which vLLM {release:run} (judged here) accepts: the installed build "
                            f"is not {release}", changed_in=first,
                            change=f"drop {name}, or install a vLLM that accepts it (from "
                                   f"{first})",
                            fix_argv=edit_argv(argv, release, name, drop=True), **base)
     if why["reason"] == "added_later":
         return Explanation(kind="unknown_flag", summary=f"{name} needs vLLM "
-                           f"{why['added_in']} or newer; {release} is installed",
+                           f"{why['added_in']} or newer; {release:run} is installed",
                            change=f"upgrade to vLLM {why['added_in']} or drop {name}",
                            changed_in=why["added_in"],
                            fix_argv=edit_argv(argv, release, name, drop=True), **base)
     if near:
-        return Explanation(kind="unknown_flag", summary=f"vLLM {release} has no option {name}; "
+        return Explanation(kind="unknown_flag", summary=f"vLLM {release:run} has no option {name}; "
                            f"did you mean {near[0]}?", change=f"spell it {near[0]}",
                            valid_values=[near[0]],
                            fix_argv=_rename(argv, name, near[0]), **base)
-    return Explanation(kind="unknown_flag", summary=f"vLLM {release} has no option {name}",
-                       change=f"drop {name} (no option of vLLM {release} is close to it)",
+    return Explanation(kind="unknown_flag", summary=f"vLLM {release:run} has no option {name}",
+                       change=f"drop {name} (no option of vLLM {release:run} is close to it)",
                        fix_argv=_rename(argv, name, None), **base)
 
 
@@ -298,7 +395,7 @@ def _positional(line: str, word: str, argv: list[str], release: str) -> Explanat
         fix = out[:index] + ["--model", word] + out[index + 1:]
     return Explanation(
         kind="unknown_flag", error_line=line, setting="--model", value=word, release=release,
-        checked=f"vLLM {release}'s argument parser: the launcher takes no positional words",
+        checked=f"vLLM {release:run}'s argument parser: the launcher takes no positional words",
         summary=f"the launcher refused {word!r}: it is not `vllm serve`, which takes the "
                 "model as a positional word",
         change=f"pass the model as --model {word} (and no `serve`), or start `vllm serve`",
@@ -332,17 +429,33 @@ def _choices(release: str, flag: str) -> list[str]:
     return [str(c) for c in choices if c not in (None, "None") and not str(c).startswith("<expr")]
 
 
+def _on_platform(release: str, flag: str, valid: list[str], where: tuple,
+                 value: Any) -> tuple[list[str], list[str]]:
+    """(values to offer, the nearest to ``value`` to pick): a platform-bound option's values
+    are those that apply on the server's platform/GPU; with the platform unknown they are
+    all listed and none is picked (:mod:`audit.kb.platform_values`)."""
+    if not platform_bound(flag):
+        return valid, difflib.get_close_matches(str(value), valid, n=1, cutoff=0.5)
+    try:
+        kept = applicable(release, flag, valid, *where)
+    except FileNotFoundError:
+        kept = None
+    if kept is None:
+        return valid, []
+    return kept, difflib.get_close_matches(str(value), kept, n=1, cutoff=0.5)
+
+
 def _invalid_choice(line: str, flag: str, value: str, listed: str | None, argv: list[str],
-                    release: str) -> Explanation:
+                    release: str, where: tuple) -> Explanation:
     valid = _choices(release, flag) or re.findall(r"'([^']*)'", listed or "")
-    near = difflib.get_close_matches(value, valid, n=1, cutoff=0.5)
+    valid, near = _on_platform(release, flag, valid, where, value)
     fix = edit_argv(argv, release, flag, new_value=near[0]) if near else \
         edit_argv(argv, release, flag, drop=True)
     shown = ", ".join(valid[:40]) + (" …" if len(valid) > 40 else "")
     return Explanation(
         kind="invalid_choice", error_line=line, setting=flag, value=value, valid_values=valid,
-        release=release, checked=f"vLLM {release}'s argument parser: {flag} takes one of "
-        "its choices", summary=f"vLLM {release} does not accept {flag} {value}",
+        release=release, checked=f"vLLM {release:run}'s argument parser: {flag} takes one of "
+        "its choices", summary=f"vLLM {release:run} does not accept {flag} {value}",
         change=(f"set {flag} to one of: {shown}" + (f" (nearest: {near[0]})" if near else
                                                      "; or drop it for the default")),
         fix_argv=fix)
@@ -362,7 +475,8 @@ def _candidates(lines: list[str]) -> list[tuple[int, str]]:
         [c for c in found if WRAPPER.search(c[1])]
 
 
-def _sites(lines: list[str], argv: list[str], version: str | None) -> Explanation | None:
+def _sites(lines: list[str], argv: list[str], version: str | None,
+           where: tuple) -> Explanation | None:
     """The best raise-site match over every exception line and the nearest releases: one
     that names a setting of the operator wins; else the innermost non-wrapper match."""
     order = rs.nearest(version)
@@ -386,7 +500,7 @@ def _sites(lines: list[str], argv: list[str], version: str | None) -> Explanatio
     if best is None or not best[0][0]:
         return None  # a wrapper alone says nothing of the cause: the later steps judge it
     _score, hit, release = best
-    return _from_site(hit, argv, release, order[0])
+    return _from_site(hit, argv, _Release(release, version), order[0], where)
 
 
 #: Names in a guard that stand for a setting although no config field is read: vLLM
@@ -426,7 +540,7 @@ def _named(hit: rs.LineMatch, settings: dict[str, tuple[str, Any]]) -> tuple | N
 
 
 def _from_site(hit: rs.LineMatch, argv: list[str], release: str,
-               installed: str) -> Explanation:
+               installed: str, where: tuple) -> Explanation:
     site = hit.site
     settings = _settings(argv, release)
     named = _named(hit, settings)
@@ -443,15 +557,15 @@ def _from_site(hit: rs.LineMatch, argv: list[str], release: str,
         flags = [r for r in reads(site) if r.startswith("--")]
         other = [r for r in reads(site) if not r.startswith("--")]
         setting = (flags or other or [None])[0]
-        change = _unset_change(setting, flags, other, changed, release, bool(argv),
+        change = _unset_change(setting, flags, other, changed, release, argv_known(argv),
                                site.guard)
-        return Explanation(summary=f"vLLM {site.release} stopped the start: {message}",
+        return Explanation(summary=f"vLLM {release:run} stopped the start: {message}",
                            setting=setting, change=change, **base)
     flag, value = named
     valid = _listed_values(hit) or _choices(release, flag)
     valid = [v for v in valid if v != str(value)]
     spelling = settings[flag][0]
-    near = difflib.get_close_matches(str(value), valid, n=1, cutoff=0.5)
+    valid, near = _on_platform(release, flag, valid, where, value)
     if valid and (near or not FORCING.search(flag) or "parser" in flag):
         # a parser is needed by the options around it: pick a valid one, never drop it
         change = f"set {flag} to one of: {', '.join(valid[:30])}" + (
@@ -466,7 +580,7 @@ def _from_site(hit: rs.LineMatch, argv: list[str], release: str,
         fix = None
     if changed:
         change += f"; vLLM {changed} no longer has this check"
-    return Explanation(summary=f"vLLM {site.release} rejected {flag} {value}: {message}",
+    return Explanation(summary=f"vLLM {release:run} rejected {flag} {value}: {message}",
                        setting=flag, value=value, change=change, valid_values=valid,
                        fix_argv=fix, **base)
 
@@ -491,9 +605,9 @@ def _unset_change(setting: str | None, flags: list[str], other: list[str],
     if flags and not known_argv:
         return f"change {' or '.join(flags[:3])} so that the check passes{check}{later}"
     if flags:
-        return (f"set {' or '.join(flags[:3])} explicitly (you left "
-                f"{'them' if len(flags) > 1 else 'it'} at vLLM {release}'s default)"
-                f"{check}{later}")
+        left = "; ".join(f"{f} is at {_left(f, release)}" for f in flags[:3])
+        return (f"{left}: the check fails with it{check}; change it only if the default is "
+                f"what fails for this model and GPU{later}")
     if setting.startswith("env:"):
         return f"change or unset the environment variable {setting[4:]}{check}{later}"
     return (f"the model's config key {setting[3:]} fails this check{check}: serve a "
@@ -531,37 +645,11 @@ def _specific(value: str) -> bool:
         value.lower() not in _TRIVIAL
 
 
-_ARCHITECTURES = re.compile(r"Model architectures \[([^\]]*)\] (?:are not supported|failed)|"
-                            r"model type `(\w+)` but Transformers does not recognize")
-
-
 def _architecture(lines: list[str], argv: list[str], release: str) -> Explanation | None:
-    """"Model architectures ['X'] are not supported" (vLLM's registry) and "model type `x`
-    but Transformers does not recognize" → the first known release that serves it."""
-    for line in reversed(lines):
-        found = _ARCHITECTURES.search(line)
-        if not found:
-            continue
-        names = re.findall(r"'(\w+)'", found[1] or "") or [found[2]]
-        model = _settings(argv, release).get("--model", (None, None))[1]
-        first = next((f for f in (rs.first_serving(n) for n in names if n) if f), None)
-        if found[2] and not first:  # a model type: the architecture's name starts with it
-            first = next((rs.first_serving(a) for r in rs.site_releases()
-                          for a in sorted(rs.architectures(r))
-                          if a.lower().startswith(found[2].replace("_", "").lower())), None)
-        oldest = " (the oldest release known here)" if first == rs.site_releases()[0] else ""
-        change = (f"upgrade to vLLM {first}{oldest} or newer: its model registry has "
-                  f"{', '.join(n for n in names if n)}" if first else
-                  f"serve a model of an architecture vLLM supports; no known release "
-                  f"(through {rs.site_releases()[-1]}) has {', '.join(n for n in names if n)}")
-        return Explanation(
-            kind="raise_site", error_line=line, setting="hf:architectures",
-            value=", ".join(n for n in names if n), changed_in=first, change=change,
-            checked=f"vLLM's model registry: the model's config.json architectures "
-                    f"(model {model or 'as served'})",
-            summary=f"vLLM {release} cannot serve the architecture "
-                    f"{', '.join(n for n in names if n)}")
-    return None
+    """The model registry's refusal (:mod:`audit.kb.failed_start_architecture`)."""
+    model = _settings(argv, release).get("--model", (None, None))[1]
+    found = architecture(lines, release, getattr(release, "running", None), model)
+    return Explanation(**found) if found else None
 
 
 #: Words of an error that name a feature, and the option that turns it on or sizes it
@@ -589,9 +677,9 @@ def _feature(lines: list[str], argv: list[str], release: str) -> Explanation | N
             if not pattern.search(line) or flag not in flags:
                 continue
             value = settings.get(flag, (None, None))[1]
-            change = (f"change {flag} (now {value})" if value is not None else
-                      f"set {flag} explicitly (you left it at vLLM {release}'s default)"
-                      if argv else f"change {flag}")
+            change = (f"change {flag} (now {value})" if flag in settings else
+                      f"{flag} is at {_left(flag, release)}; change it if it sizes what "
+                      "failed" if argv_known(argv) else f"change {flag}")
             if flag == "--gpu-memory-utilization":
                 change = ("lower --gpu-memory-utilization" + (f" (now {value})" if value
                                                                is not None else "")
@@ -600,11 +688,12 @@ def _feature(lines: list[str], argv: list[str], release: str) -> Explanation | N
             return Explanation(
                 kind="named_in_message", error_line=line, setting=flag, value=value,
                 change=change, checked=f"the error names a feature of {flag} (no check of "
-                f"vLLM {release} matched)", summary=f"vLLM stopped: {line.strip()[:300]}")
+                f"vLLM {release:run} matched)", summary=f"vLLM stopped: {line.strip()[:300]}")
     return None
 
 
-def _mentioned(lines: list[str], argv: list[str], release: str) -> Explanation | None:
+def _mentioned(lines: list[str], argv: list[str], release: str,
+               where: tuple = (None, None)) -> Explanation | None:
     """An exception line that names a setting by its config name (``max_lora_rank``,
     ``gpu_memory_utilization``): that setting, changed."""
     dests = dest_index(release)
@@ -617,10 +706,11 @@ def _mentioned(lines: list[str], argv: list[str], release: str) -> Explanation |
             value = settings.get(flag, (None, None))[1]
             return Explanation(
                 kind="named_in_message", error_line=line, setting=flag, value=value,
-                checked=f"vLLM's message names {word} (no check of vLLM {release} matched)",
-                change=(f"change {flag} (now {value})" if value is not None else
-                        f"set {flag} explicitly (you left it at vLLM {release}'s default)"
-                        if argv else f"change {flag} (vLLM's message names it)"),
+                checked=f"vLLM's message names {word} (no check of vLLM {release:run} matched)",
+                change=(f"change {flag} (now {value})" if flag in settings else
+                        f"{flag} is at {_left(flag, release)}; change it if the message "
+                        "means its value" if argv_known(argv) else
+                        f"change {flag} (vLLM's message names it)"),
                 summary=f"vLLM stopped on {word}: {line.strip()[:300]}")
     for _index, line in _candidates(lines):
         tokens = {t.lower() for t in _TOKEN.findall(line)}
@@ -628,14 +718,22 @@ def _mentioned(lines: list[str], argv: list[str], release: str) -> Explanation |
             named = [str(c) for c in option.get("choices") or [] if _specific(str(c))
                      and str(c).lower() in tokens and c != option["default"]]
             if named and FORCING.search(flag):
-                value = settings.get(flag, (None, named[0]))[1]
-                others = [str(c) for c in option["choices"] if str(c) not in named
-                          and (flag in settings or c != option["default"])]
+                mine = flag in settings
+                value = settings[flag][1] if mine else None
+                others = [str(c) for c in option["choices"] if str(c) not in named]
+                others, _near = _on_platform(release, flag, others, where, named[0])
+                shown = ", ".join(others[:20])
+                change = (f"set {flag} to another of its values: {shown}" if mine else
+                          f"{flag} is at {_left(flag, release)}, so vLLM or the model's "
+                          f"config chose {named[0]}; values of {flag} that apply here: "
+                          f"{shown}" if argv_known(argv) else
+                          f"vLLM's message names {named[0]}, a value of {flag}; its values "
+                          f"that apply here: {shown}")
                 return Explanation(
                     kind="named_in_message", error_line=line, setting=flag, value=value,
                     valid_values=others, checked=f"vLLM's message names {named[0]}, a value "
-                    f"of {flag} (no check of vLLM {release} matched)",
-                    change=f"set {flag} to another of its values: {', '.join(others[:20])}",
+                    f"of {flag} (no check of vLLM {release:run} matched)",
+                    change=change,
                     summary=f"vLLM stopped on {named[0]} ({flag}): {line.strip()[:300]}")
     return None
 

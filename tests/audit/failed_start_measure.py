@@ -19,8 +19,11 @@ sys.path.insert(0, str(HERE.parents[1]))
 
 from audit.kb.engine import load_rules  # noqa: E402
 from audit.kb.failed_start_explain import explain  # noqa: E402
-from fleet_agent.failed_starts import clean_lines  # noqa: E402
-from tests.audit.test_failed_start_explain import CAPTURED, public_cases  # noqa: E402
+from tests.audit.test_failed_start_explain import (  # noqa: E402
+    CAPTURED,
+    capture_lines,
+    public_cases,
+)
 
 
 def main(verbose: bool) -> None:
@@ -29,7 +32,7 @@ def main(verbose: bool) -> None:
     for path in CAPTURED:
         case = json.loads(path.read_text())
         groups["real 0.32.0 captures"].append(
-            (path.name, clean_lines(case["log_tail"]), case["argv"], case["vllm_version"]))
+            (path.name, *capture_lines(case)[:1], case["argv"], capture_lines(case)[1]))
     for name, cases in groups.items():
         rule = named = 0
         for source, lines, argv, version in cases:
