@@ -19,8 +19,11 @@ Declaration shapes read (all seen in vLLM 0.8.5 -> 0.33.0):
   name, the value's class gives the type.
 
 Labels: a list literal's strings; a local list variable expanded; ``a + ["x"]``
-concatenated; anything else written ``<source>`` (``<labelnames>`` for a parameter) and
-``x.keys()`` as ``<keys of x>``; a tuple of labels is left empty.
+concatenated; ``labelnames=`` or the third positional argument; anything else written
+``<source>`` (``<labelnames>`` for a parameter), ``x.keys()`` as ``<keys of x>`` and
+``tuple(gen)`` as ``<gen>``; a tuple literal of labels is left empty (as in the ground
+truth). When a name has both a constructor call and a dict definition, the call's labels
+are kept.
 
 Not derivable statically: an f-string part that is a run-time value stays as ``{expr}``
 (0.24-0.25 ``vllm:hisparse_{name}``, a helper ``_metric(name)`` called with names built
@@ -85,7 +88,7 @@ class _Names:
         if isinstance(node, ast.Name):
             return local.get(node.id, consts.get(node.id))
         if isinstance(node, ast.Attribute):
-            return consts.get(ast.unparse(node), self.attrs.get(node.attr))
+            return self.attrs.get(node.attr, consts.get(ast.unparse(node)))
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = (self.string(node.left, consts, local),
                            self.string(node.right, consts, local))
@@ -159,6 +162,9 @@ def _labels(node: ast.AST | None, assigned: dict, depth: int = 0) -> list[str]:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
             node.func.attr == "keys":
         return [f"<keys of {ast.unparse(node.func.value)}>"]
+    if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tuple", "list") and \
+            len(node.args) == 1:  # ``tuple(<generator>)``: the generator's source
+        return [f"<{ast.unparse(node.args[0])}>"]
     return [f"<{ast.unparse(node)}>"]
 
 
@@ -177,7 +183,9 @@ def _scopes(module: ast.Module) -> list[ast.AST]:
                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
-def _read_scope(scope: ast.AST, names: _Names, consts: dict) -> list[tuple[str, dict]]:
+def _read_scope(scope: ast.AST, names: _Names, consts: dict) -> list[tuple[str, dict, int]]:
+    """(name, record, rank) of each declaration in one scope: rank 0 for a constructor
+    call, 1 for an entry of a dict of definitions (the call wins when both exist)."""
     assigned = _locals(scope) if not isinstance(scope, ast.Module) else {}
     nodes = ast.walk(scope) if not isinstance(scope, ast.Module) else \
         (n for stmt in scope.body if not isinstance(stmt, (ast.FunctionDef, ast.ClassDef,
@@ -191,12 +199,14 @@ def _read_scope(scope: ast.AST, names: _Names, consts: dict) -> list[tuple[str, 
                 kind = _kind(value) if isinstance(value, ast.Call) else None
                 if isinstance(text, str) and text.startswith("vllm:") and kind:
                     kw = {k.arg: k.value for k in value.keywords if k.arg}
-                    found.append(_record(text, kind, _labels(kw.get("labelnames"), {})))
+                    found.append((*_record(text, kind, _labels(kw.get("labelnames"), {})),
+                                  1))
             continue
         if not isinstance(node, ast.Call) or not (kind := _kind(node)):
             continue
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         arg = kw.get("name") or (node.args[0] if node.args else None)
+        labels = kw.get("labelnames") or (node.args[2] if len(node.args) > 2 else None)
         candidates = [arg]
         if isinstance(arg, ast.Name) and not isinstance(scope, ast.Module):
             candidates = assigned.get(arg.id, []) + _loop_values(scope, arg.id, assigned) \
@@ -204,7 +214,7 @@ def _read_scope(scope: ast.AST, names: _Names, consts: dict) -> list[tuple[str, 
         for candidate in candidates:
             text = names.string(candidate, consts, {})
             if isinstance(text, str) and text.startswith("vllm:"):
-                found.append(_record(text, kind, _labels(kw.get("labelnames"), assigned)))
+                found.append((*_record(text, kind, _labels(labels, assigned)), 0))
     return found
 
 
@@ -218,11 +228,12 @@ def read_metrics(files: dict[str, str], tree) -> dict[str, dict]:
         if (module := tree(path)) is not None:
             modules[path] = module
             names.index(path, module)
-    found: dict[str, dict] = {}
+    found: dict[str, tuple[int, dict]] = {}
     for path, module in modules.items():
         for scope in _scopes(module):
-            for name, record in _read_scope(scope, names, names.module[path]):
+            for name, record, rank in _read_scope(scope, names, names.module[path]):
                 if path.endswith(_V0_FILE):
                     name = f"{name}  [V0]"
-                found.setdefault(name, record)
-    return found
+                if name not in found or rank < found[name][0]:
+                    found[name] = (rank, record)
+    return {name: record for name, (_, record) in found.items()}
