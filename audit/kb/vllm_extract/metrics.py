@@ -194,7 +194,7 @@ def _read_scope(scope: ast.AST, names: _Names, consts: dict) -> list[tuple[str, 
     found = []
     for node in nodes:
         if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
+            for key, value in zip(node.keys, node.values, strict=True):
                 text = names.string(key, consts, {})
                 kind = _kind(value) if isinstance(value, ast.Call) else None
                 if isinstance(text, str) and text.startswith("vllm:") and kind:
