@@ -22,18 +22,18 @@ SOURCES = {
                                                    documentation="d", labelnames=base)
                 self.b = prometheus_client.Gauge("vllm:plain_waiting", "d", base + ["reason"])
         """,
-    # names from a module constant, a class constant, a prefix + suffix, an f-string
+    # names from a module constant, a class constant, a prefix + suffix, an f-string whose
+    # run-time part (a parameter) stays a placeholder
     "vllm/v1/metrics/consts.py": """
         from prometheus_client import Counter, Histogram
         PREFIX = "vllm:const_"
         TOOL_TOTAL = "vllm:const_tool_calls_total"
         class Names:
             LATENCY = "vllm:const_latency_seconds"
-        def build(labelnames):
+        def build(labelnames, kind):
             Counter(name=TOOL_TOTAL, documentation="d", labelnames=["mode"])
             Histogram(name=Names.LATENCY, documentation="d", labelnames=labelnames)
             Counter(name=PREFIX + "hits", documentation="d")
-            kind = "misses"
             Counter(name=f"{PREFIX}{kind}_x", documentation="d")
         """,
     # info metric through a helper: the name is a local assigned in one branch
