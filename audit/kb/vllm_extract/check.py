@@ -2,7 +2,8 @@
 it needs a ~400 MB wheel). ``python -m audit.kb.vllm_extract.check WHEEL [RELEASE]``.
 
 Prints, per table part, how many entries differ between ``extract(WHEEL)`` built with
-:func:`build.build_table` and ``audit/kb/data/vllm/<release>.json``; exit 1 when a part the
+:func:`build.build_table` and ``audit/kb/data/vllm/<release>.json`` (metrics: names
+missing or extra, type and labels); exit 1 when a part the
 argv reader depends on (option spellings, negatives, takes, dest) or the batch table differs.
 """
 
@@ -38,6 +39,12 @@ def compare(wheel: Path, release: str | None = None) -> dict[str, list]:
         if mine[part] != shipped[part]:
             out[part] = [mine[part]]
     out["metrics missing"] = sorted(set(shipped["metrics"]) - set(mine["metrics"]))
+    out["metrics extra"] = sorted(set(mine["metrics"]) - set(shipped["metrics"]))
+    for name in sorted(set(shipped["metrics"]) & set(mine["metrics"])):
+        for key in ("type", "labels"):
+            if mine["metrics"][name][key] != shipped["metrics"][name][key]:
+                out.setdefault(f"metric {key}", []).append(
+                    (name, shipped["metrics"][name][key], mine["metrics"][name][key]))
     return out
 
 

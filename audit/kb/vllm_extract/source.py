@@ -18,8 +18,8 @@ What is read, and where (vLLM's own layout, 0.8.5 -> 0.33.0):
   ``default_max_num_seqs``; conditions kept as source (``not (...)`` for earlier branches).
 * config defaults: literal defaults of ``CacheConfig``, ``SchedulerConfig``, ``ModelConfig``.
 * speculative methods: the ``Literal`` behind ``SpeculativeConfig.method``.
-* metrics: ``*Counter/Gauge/Histogram(name="vllm:…", labelnames=[…])`` calls in any file of
-  ``vllm/`` that names a ``vllm:`` metric.
+* metrics: every ``vllm:`` metric declared in ``vllm/`` (constructor calls, helpers, loops
+  and dicts of definitions; :mod:`audit.kb.vllm_extract.metrics`).
 
 Where a pattern is not found the part is left empty (the result is checked against the
 ground truth in a developer script before a table is committed).
@@ -32,6 +32,8 @@ import re
 import zipfile
 from pathlib import Path
 from typing import Any
+
+from audit.kb.vllm_extract import metrics
 
 _HUMAN_INTS = {"max_num_batched_tokens", "max_num_scheduled_tokens", "kv_cache_memory_bytes",
                "safetensors_prefetch_block_size", "max_num_queued_tokens"}
@@ -579,39 +581,10 @@ def read_spec(classes: dict, aliases: dict) -> dict[str, Any]:
             "fields": sorted(fields)}
 
 
-_METRIC_CLASSES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram"}
-#: A file that may declare ``vllm:`` metrics (V1 engine, KV connectors, frontends: the
-#: declarations left ``vllm/v1`` over the releases), parsed only when this matches.
-_METRIC_FILE = re.compile(r"[\"']vllm:\w")
-
-
 def read_metrics(src: SourceTree) -> dict[str, dict]:
-    """``vllm:`` metric constructors anywhere in ``vllm/``: {name: {type, labels,
-    exposed_as}}."""
-    found: dict[str, dict] = {}
-    for path in sorted(p for p in src.files if _METRIC_FILE.search(src.files[p])):
-        module = src.tree(path)
-        for node in ast.walk(module) if module else []:
-            if not isinstance(node, ast.Call):
-                continue
-            kwargs = {kw.arg: kw.value for kw in node.keywords if kw.arg}
-            name = _literal(kwargs.get("name") or (node.args[0] if node.args else None))
-            if not (isinstance(name, str) and name.startswith("vllm:")):
-                continue
-            func = ast.unparse(node.func).lower()
-            kind = next((k for k in _METRIC_CLASSES if k in func), None)
-            if kind is None:
-                continue
-            if kind == "counter":  # prometheus_client drops a given "_total" and adds its own
-                name = name.removesuffix("_total")
-            labels = _literal(kwargs.get("labelnames"))
-            labels = labels if isinstance(labels, list) else []
-            exposed = [f"{name}_total"] if kind == "counter" else \
-                [f"{name}_{s}" for s in ("bucket", "sum", "count")] if kind == "histogram" \
-                else [name]
-            found.setdefault(name, {"type": kind, "labels": labels, "exposed_as": exposed,
-                                    "scope": "v1_engine", "default_exported": None})
-    return found
+    """``vllm:`` metrics declared anywhere in ``vllm/`` (shapes read: :mod:`.metrics`):
+    {name: {type, labels, exposed_as, scope, default_exported}}."""
+    return metrics.read_metrics(src.files, src.tree)
 
 
 def extract(location: Path, config_classes: tuple[str, ...] = ("CompilationConfig",
