@@ -1,4 +1,4 @@
-"""Stored upgrade plans (issue 13.10): one row per server and target release.
+"""Stored upgrade plans: one row per server and target release.
 
 The worker writes them (:mod:`advice.plans`) when a server's configuration was evaluated
 (its audit config fingerprint changed: version, installed version, argv, env, model files,

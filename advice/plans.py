@@ -17,7 +17,7 @@ server never evaluated, a target outside the known releases, the moment between 
 evaluation and its planning) is planned on the visit, per configuration, memoised in
 Django's cache, at most :data:`LAZY_CONFIGURATIONS` configurations and about
 :data:`LAZY_SECONDS` per visit; the page counts the rest as "not planned yet". A GET
-writes no row (issue 13.9: page writes met the simulator's and SQLite answered "database
+writes no row (page writes met the simulator's and SQLite answered "database
 is locked").
 """
 

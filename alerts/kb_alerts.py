@@ -1,4 +1,4 @@
-"""Knowledge-base alerts (issue 12): the receiver of :data:`audit.signals.kb_attention`.
+"""Knowledge-base alerts: the receiver of :data:`audit.signals.kb_attention`.
 
 Judgement (``audit.kb_status``, ``audit.upstream``) says *that* the knowledge base needs
 attention (stale, or a cited upstream issue changed); this module turns that into one

@@ -45,9 +45,9 @@ from fleet.recording import server_identity
 
 log = logging.getLogger(__name__)
 
-#: Default spacing of metric-rule evaluations per server, in seconds (issue 4: 5 minutes).
+#: Default spacing of metric-rule evaluations per server, in seconds (5 minutes).
 DEFAULT_METRICS_INTERVAL_S = 300
-#: Severities that make a version change a risky upgrade (issue 7).
+#: Severities that make a version change a risky upgrade.
 RISKY_SEVERITIES = ("critical", "high")
 
 
@@ -115,7 +115,7 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
         return []  # a late replay: history is stored, current findings stay as they are
     kb = current_knowledge_base()
     # Without its raw body: only a context built for a server with rules due reads it
-    # (the nothing-due path must not load and decode a second 50 KB report; issue 14).
+    # (the nothing-due path must not load and decode a second 50 KB report).
     previous = (Report.objects.filter(host=host, collected_at__lt=report.collected_at)
                 .order_by("-collected_at").defer("raw").first())
     contexts = _LazyContexts(report, previous)
@@ -260,7 +260,7 @@ def config_fingerprint(raw_server: dict, gpus: list[dict], kb_version: str) -> s
         "models": raw_server.get("models"), "gpu_uuids": raw_server.get("gpu_uuids"),
         "gpus": sorted((g.get("uuid", ""), g.get("name", "")) for g in gpus),
         "kb": kb_version,
-        # issue 17: a new live-probe result changes what the advisories say
+        # a new live-probe result changes what the advisories say
         "probes": sorted((str(p.get("name")), str(p.get("ran_at")), str(p.get("outcome")))
                          for p in raw_server.get("probes") or [] if isinstance(p, dict)),
     }
@@ -344,7 +344,7 @@ def _pending_is_new(server: Server, installed: str | None) -> bool:
 
 def would_open_on(kb: Any, ctx: dict, target: str | None) -> list[dict[str, str]]:
     """Findings of severity high or above that ``ctx`` would raise on vLLM ``target``
-    and does not raise now (the pending-upgrade preview; issue 7)."""
+    and does not raise now (the pending-upgrade preview)."""
     if not target:
         return []
     now = {r.rule_id for r in kb.evaluate(ctx, cadence="config")}

@@ -2,10 +2,10 @@
 knowledge-base alerts (sent once per change through the alert outbox).
 
 - The active KB is *stale for the fleet* when it is older than ``AUDIT_KB_MAX_AGE_DAYS``
-  (issue 12: 30 days) or when a running server's vLLM is newer than its ``verified_through``.
+  (30 days) or when a running server's vLLM is newer than its ``verified_through``.
 - A rule *predates the KB's release*: its ``last_verified`` is before the publication date of
   the release the KB claims (``verified_through``), so it was not re-checked against it. This
-  replaces "older than 60 days from today", which flagged half of a fresh install (issue 13.7).
+  replaces "older than 60 days from today", which flagged half of a fresh install.
 - A rule's *upstream changed*: an issue it cites closed, or a PR it cites merged, after its
   ``last_verified`` (:mod:`audit.upstream` keeps the state).
 """

@@ -76,7 +76,7 @@ def sync_rules(kb: KnowledgeBase | None = None) -> tuple[str, bool]:
 def unsaved_rules(kb: KnowledgeBase | None = None) -> list:
     """The current rule files as unsaved :class:`audit.models.Rule` rows (nothing written):
     what a page shows before the first ``load_rules``/evaluation mirrored them, so a GET
-    never writes (issue 13.9: a GET mirroring rules met the simulator's writes and answered
+    never writes (a GET mirroring rules met the simulator's writes and answered
     "database is locked" on SQLite)."""
     from audit.models import Rule
 

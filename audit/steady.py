@@ -1,6 +1,6 @@
 """The nothing-due path of :func:`audit.evaluation.evaluate_report` in three statements.
 
-Most reports change nothing (issue 4: same process, same flags, metric window not elapsed):
+Most reports change nothing (same process, same flags, metric window not elapsed):
 they used to cost eleven round trips (claim, host lock, newest evaluated, previous report,
 servers, audit state, the ``last_seen`` refresh, failed starts, the report update) and a
 decode of the 50 KB raw body. Here, on PostgreSQL:

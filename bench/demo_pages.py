@@ -1,4 +1,4 @@
-"""Page times with the demo's fleet on the embedded default (SQLite), issue 13.10.
+"""Page times with the demo's fleet on the embedded default (SQLite).
 
 Seeds the demo fleet the way ``make demo`` does (``migrate``, ``load_rules``, ``demo_seed``,
 then one ``simulate_fleet --once`` round of every demo host's real agent against a

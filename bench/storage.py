@@ -51,7 +51,7 @@ from common import (  # noqa: E402
     wait_for_vacuum_horizon,
 )
 
-TARGET_MB_PER_30_DAYS = 5.0  # issue 14: <= 5 MB per host per 30 days, everything included
+TARGET_MB_PER_30_DAYS = 5.0  # <= 5 MB per host per 30 days, everything included
 INTERVAL_S = 30  # agent default report interval
 TABLES = ("fleet_report", "fleet_metricsample", "fleet_gpusample", "fleet_changeevent",
           "fleet_server", "fleet_gpu", "fleet_host")
@@ -79,7 +79,7 @@ def ingest(hosts: list[tuple[str, str, str]], hours: float) -> int:
 
 def work_off() -> None:
     """The worker's two steps for every report not evaluated yet (derive, then evaluate),
-    in collected order, as ``audit.tasks.evaluate_report`` does (issue 14: ingest stores
+    in collected order, as ``audit.tasks.evaluate_report`` does (ingest stores
     only the raw body)."""
     from audit.evaluation import evaluate_report
     from fleet.models import Report

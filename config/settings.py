@@ -191,10 +191,10 @@ REPORT_RETENTION_HOURS = env_int("REPORT_RETENTION_HOURS", 48, minimum=1)
 # (their numbers live on in the samples; changed ones and each server's newest stay).
 REPORT_RAW_RETENTION_MINUTES = env_int("REPORT_RAW_RETENTION_MINUTES", 30, minimum=1)
 # Metric and GPU samples older than this are thinned to one per server/GPU per hour
-# (issue 14: <= 5 MB per host per 30 days; bench/storage.py).
+# (<= 5 MB per host per 30 days; bench/storage.py).
 SAMPLE_FULL_RESOLUTION_HOURS = env_int("SAMPLE_FULL_RESOLUTION_HOURS", 6, minimum=1)
 # Metric and GPU samples older than this many days go: whole daily partitions are dropped on
-# PostgreSQL (fleet/partitions.py), rows deleted on SQLite (issue 14: sized for 30 days).
+# PostgreSQL (fleet/partitions.py), rows deleted on SQLite (sized for 30 days).
 SAMPLE_RETENTION_DAYS = env_int("SAMPLE_RETENTION_DAYS", 30, minimum=1)
 #: Sustained per-token rate: (reports, per seconds). Default 1 report / 5 s.
 INGEST_RATE = env_rate("INGEST_RATE", "1/5s")
@@ -202,7 +202,7 @@ INGEST_RATE = env_rate("INGEST_RATE", "1/5s")
 INGEST_BURST = env_int("INGEST_BURST", 10, minimum=1)
 #: Seconds an agent is told to wait (Retry-After) when the database is unreachable.
 INGEST_RETRY_AFTER_S = 30
-#: Seconds a web worker may reuse a live token's lookup (fleet.token_cache, issue 14). A
+#: Seconds a web worker may reuse a live token's lookup (fleet.token_cache). A
 #: revocation through the models is seen at the next request (shared epoch in Redis); this
 #: bounds changes that bypass them (QuerySet.update, SQL by hand). 0 turns the cache off.
 INGEST_TOKEN_CACHE_S = env_int("INGEST_TOKEN_CACHE_S", 300, minimum=0)
@@ -217,7 +217,7 @@ COLLECTED_AT_MAX_AGE_DAYS = env_int("COLLECTED_AT_MAX_AGE_DAYS", 366, minimum=1)
 # the 202; fleet.metrics_text); 0 leaves it to the agents' own schedule (metrics_text_every).
 FLEET_METRICS_TEXT_EVERY_S = env_int("FLEET_METRICS_TEXT_EVERY_S", 0, minimum=0)
 
-# --- enrollment (issue 16 item 3) ---------------------------------------------------
+# --- enrollment ---------------------------------------------------
 #: Enrollment attempts per client IP and per secret: (requests, per seconds), and burst.
 ENROLL_RATE = env_rate("ENROLL_RATE", "10/60s")
 ENROLL_BURST = env_int("ENROLL_BURST", 5, minimum=1)
@@ -315,12 +315,12 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fleet-audit@localhost")
 # --- audit --------------------------------------------------------------------
 #: Rule files (YAML); default audit/rules. Edited files are picked up without a restart.
 AUDIT_RULES_DIR = env_str("AUDIT_RULES_DIR")
-#: Metric rules run at most this often per server (issue 4: every 5 minutes).
+#: Metric rules run at most this often per server (every 5 minutes).
 AUDIT_METRICS_INTERVAL_S = env_int("AUDIT_METRICS_INTERVAL_S", 300, minimum=0)
 #: A finding presumed still firing (its rule not due) has its last_seen refreshed once it is
 #: this many seconds old, not on every report (audit.steady, issue 14; 0: every report).
 AUDIT_FINDING_SEEN_REFRESH_S = env_int("AUDIT_FINDING_SEEN_REFRESH_S", 300, minimum=0)
-#: A slot that restarted this many times within the window is a crash loop (issue 20).
+#: A slot that restarted this many times within the window is a crash loop.
 AUDIT_CRASH_LOOP_RESTARTS = env_int("AUDIT_CRASH_LOOP_RESTARTS", 3, minimum=1)
 AUDIT_CRASH_LOOP_WINDOW_S = env_int("AUDIT_CRASH_LOOP_WINDOW_S", 600, minimum=60)
 
@@ -351,7 +351,7 @@ if AUDIT_UPSTREAM_WATCH:
     CELERY_BEAT_SCHEDULE["watch-upstream"] = {
         "task": "audit.tasks.watch_upstream", "schedule": float(AUDIT_UPSTREAM_INTERVAL_S)}
 
-# --- Prometheus scrape of the dashboard (front/prometheus.py, issue 18) ---------------
+# --- Prometheus scrape of the dashboard (front/prometheus.py) ---------------
 #: Bearer token Prometheus sends to /metrics; unset: /metrics answers 404.
 PROMETHEUS_TOKEN = env_str("PROMETHEUS_TOKEN")
 

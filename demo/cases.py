@@ -106,7 +106,7 @@ def _model(args: list[str]) -> str:
 
 def _case_load(cid: str) -> Workload:
     """:data:`CASE_LOAD` varied per case (deterministic in the case id): every case host
-    showed the same KV sparkline (issue 13.11). KV usage 0.06-0.41, 1-4 running requests,
+    showed the same KV sparkline. KV usage 0.06-0.41, 1-4 running requests,
     generation rate in proportion; all assumed, like CASE_LOAD itself."""
     spread = zlib.crc32(cid.encode())
     running = 1 + spread % 4

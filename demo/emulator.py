@@ -184,7 +184,7 @@ class Emulator:
             os.unlink(self.uds)
 
 
-# ------------------------------------------------------------------ live-probe answers (issue 17)
+# ------------------------------------------------------------------ live-probe answers
 #: Faults an emulated server can be switched into (``Behaviour.faults``), each the failure shape
 #: of the advisory a probe tests: ``stream_turn_leak`` (#49955: the streamed tail carries
 #: ``<turn|>``), ``tool_choice_prose`` (#50477: forced tool_choice answered with prose),

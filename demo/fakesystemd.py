@@ -1,4 +1,4 @@
-"""A stand-in for ``systemctl``/``journalctl`` on a simulated node (issue 20).
+"""A stand-in for ``systemctl``/``journalctl`` on a simulated node.
 
 The node writes its failed units to ``<node>/systemd.json`` (``{"units": [{"id", "argv",
 "failed_since", "restart_every_s", "journal": [...]}]}``) and small wrapper executables named

@@ -85,7 +85,7 @@ class SimNode:
         self.epoch = epoch
         self.interval_s = interval_s
         self.silent = False
-        #: Live probes (issue 17) the agent runs next cycle, and its last results: kept here
+        #: Live probes the agent runs next cycle, and its last results: kept here
         #: because each cycle builds a fresh Agent. A host spec with ``probes`` starts with
         #: the request an operator's "turn probes on" would bring in the first answer.
         self.probe_requests: dict[str, list[str]] = {"*": list(spec.probes)} \

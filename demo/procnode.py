@@ -108,7 +108,7 @@ class ProcNode:
         (d / "environ").write_bytes(environ)
         (d / "cgroup").write_text(cgroup)
         # The agent reads files named in argv with the process's uid/gid from `status`
-        # (issue 16 item 10): by default the simulated processes are the simulator's user.
+        #: by default the simulated processes are the simulator's user.
         uid = os.getuid() if uid is None else uid
         gid = os.getgid() if gid is None else gid
         (d / "status").write_text(f"Name:\t{comm}\nPid:\t{pid}\nPPid:\t{ppid}\n"

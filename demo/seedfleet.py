@@ -6,7 +6,7 @@
   745 tok/s, ~78 ms TPOT, KV 244K tokens, "maximum concurrency 6.11x" at 262144.
 * seed 001 (31B NVFP4 + EAGLE3, concurrency 1): decode 14.78 tok/s, TPOT median 68.1 ms,
   acceptance ~47% (per position ~0.70/0.47/0.26, mean length ~2.4), 108.2 GB used; its
-  GPU is not named, so it is treated as the 121 GB unified-memory GB10 class (issue 8).
+  GPU is not named, so it is treated as the 121 GB unified-memory GB10 class.
 * seed 003 (26B-A4B NVFP4 + MTP on GB10, ctx 65536): c128 last healthy point, 1380 tok/s,
   114.4 GB; c256 collapse, TTFT median 13.3 s, TPOT median 252 ms, 512 of 1000 requests
   timed out, ~290 tok/s in bursts, MTP acceptance ~58% (0.77/0.57/0.41), 118.3 GB.
@@ -223,5 +223,5 @@ def seed_hosts() -> list[HostSpec]:
         seed003_host("gb10-spark-02", 128, C128_LOAD, 114.4),
         seed003_host("gb10-spark-03", 256, C256_BEFORE, 110.6),
         single_light("h100-upgrade-08", "upgrade to 0.27.1 installed; fails to start "
-                     "(crash loop, issue 20)", installed="0.27.1"),
+                     "(crash loop)", installed="0.27.1"),
     ]

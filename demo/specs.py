@@ -85,7 +85,7 @@ class ServerSpec:
     mem_fraction: float = 0.9
     cache: tuple[tuple[str, str], ...] = ()
     api_key: str | None = None
-    #: Live-probe failure shapes its emulator shows (``demo.emulator.FAULTS``, issue 17).
+    #: Live-probe failure shapes its emulator shows (``demo.emulator.FAULTS``).
     faults: tuple[str, ...] = ()
 
     def changed(self, **changes: Any) -> ServerSpec:
@@ -112,7 +112,7 @@ class HostSpec:
     role: str = ""
     labels: tuple[tuple[str, str], ...] = ()
     gpu_error: str | None = None
-    #: Live probes its agent runs from the start (issue 17), as if an operator enabled them.
+    #: Live probes its agent runs from the start, as if an operator enabled them.
     probes: tuple[str, ...] = ()
 
     @property

@@ -38,7 +38,7 @@ ACTIONS: dict[str, str] = {
     "manage_tokens": "fleet.change_agenttoken",
     "manage_users": "auth.change_user",
     "manage_alerts": "alerts.change_alertchannel",
-    "run_probes": "fleet.change_probepolicy",  # issue 17: opt-in live probes
+    "run_probes": "fleet.change_probepolicy",  # opt-in live probes
 }
 
 #: Permissions each role's group holds (cumulative: admin includes operator).

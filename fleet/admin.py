@@ -105,7 +105,7 @@ class ServerAdmin(admin.ModelAdmin):
     search_fields = ("host__hostname", "identity", "vllm_version")
     exclude = ("last_metrics_snapshot",)
     # An id box, not a <select> of every host and report (each report's str() and raw JSON
-    # for a dropdown made the change page load the whole table, issue 16 item 6).
+    # for a dropdown made the change page load the whole table).
     raw_id_fields = ("host", "last_report")
 
 

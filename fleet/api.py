@@ -190,7 +190,7 @@ class AcceptedOut(Schema):
 
     report_id: str
     duplicate: bool
-    #: Live probes due on this host's servers (issue 17); absent when none are.
+    #: Live probes due on this host's servers; absent when none are.
     probes: list[dict[str, Any]] | None = None
     #: This dashboard derives from ``servers[].metrics.compact``: the agent may leave the raw
     #: /metrics text out (it sends it every cycle until it has seen this once).
@@ -323,7 +323,7 @@ _REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json"
           response={202: AcceptedOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut,
                     411: ErrorOut, 413: ErrorOut, 415: ErrorOut, 422: ErrorOut, 429: ErrorOut,
                     503: ErrorOut},
-          exclude_none=True,  # no "probes" key unless some are due (issue 17)
+          exclude_none=True,  # no "probes" key unless some are due
           summary="Submit one agent report (optionally gzip-encoded)")
 def submit_report(request: HttpRequest) -> Status:
     """Validate and store one report; 202 also for a re-sent ``report_id`` (stored once)."""
@@ -338,7 +338,7 @@ def submit_report(request: HttpRequest) -> Status:
         raise ApiRefusal(403, "report machine_id does not match this token's host",
                          [{"path": "host.machine_id", "message": "belongs to another host"}])
     # Only the raw insert happens here; servers, GPUs, samples, change events and the
-    # evaluation follow in the worker (audit.tasks.evaluate_report; issue 14).
+    # evaluation follow in the worker (audit.tasks.evaluate_report).
     # One autocommitted INSERT (no BEGIN/SAVEPOINT/COMMIT round trips); on_commit outside a
     # transaction runs at once, i.e. after that INSERT committed.
     report, created = store_report(token.host, wire, raw)
@@ -357,7 +357,7 @@ def submit_report(request: HttpRequest) -> Status:
 
 def _with_probe_requests(answer: dict[str, Any], token: Any, wire: Any,
                          created: bool) -> dict[str, Any]:
-    """Add the live probes due on this report's servers (issue 17) to the 202 answer; a host
+    """Add the live probes due on this report's servers to the 202 answer; a host
     without an enabled policy (``has_probes`` of the token lookup) costs no query."""
     host = token.host
     if created and getattr(token, "has_probes", True):

@@ -14,4 +14,4 @@ class FleetConfig(AppConfig):
         from fleet import checks  # noqa: F401  (registers the checks)
         from fleet.token_cache import connect_signals
 
-        connect_signals()  # the ingest's token cache forgets revoked tokens (issue 14)
+        connect_signals()  # the ingest's token cache forgets revoked tokens

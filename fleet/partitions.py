@@ -1,4 +1,4 @@
-"""Daily range partitions of the time-series tables on PostgreSQL (issue 14).
+"""Daily range partitions of the time-series tables on PostgreSQL.
 
 ``fleet_metricsample`` and ``fleet_gpusample`` are ``PARTITION BY RANGE (ts)`` on PostgreSQL
 (migration ``0012_soak_partition_samples``): one partition per UTC day, named

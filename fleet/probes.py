@@ -1,4 +1,4 @@
-"""Opt-in live probes, dashboard side (issue 17): which probes the agent should run now.
+"""Opt-in live probes, dashboard side: which probes the agent should run now.
 
 An operator enables probes per server or per host (:class:`fleet.models.ProbePolicy`); each
 report answer then names the servers of that host whose probes are due

@@ -6,7 +6,7 @@ stores one timestamp per key): sustained ``INGEST_RATE`` (default 1 report per
 ``REDIS_URL`` is set (shared by all web workers), per-process memory otherwise.
 
 With Redis, the read and the write are one Lua script (:data:`_GCRA_LUA`): one round trip
-per request instead of a GET and a SET (issue 14: ~3 ms of a loaded ingest request), and
+per request instead of a GET and a SET (~3 ms of a loaded ingest request), and
 atomic, so two simultaneous requests of one token no longer both pass. The per-process
 fallback reads then writes; there a race lets both pass: the limit protects the server from
 a runaway agent, not a race.
@@ -96,7 +96,7 @@ def check_rate(key: str, now: float | None = None, rate: tuple[int, float] | Non
         return wait(cache_key, now, interval, tolerance, consume, expiry_s)
     except Exception as exc:  # noqa: BLE001 - any cache backend error
         # Redis (the cache) is down: storing the report matters more than limiting it,
-        # so the limiter fails open (issue 8: reports are still accepted while Redis is down).
+        # so the limiter fails open (reports are still accepted while Redis is down).
         log.warning("rate-limit cache unavailable, request allowed: %s", exc)
     return 0.0
 

@@ -1,8 +1,8 @@
-"""Process-local cache of the ingest's bearer-token lookup (issue 14).
+"""Process-local cache of the ingest's bearer-token lookup.
 
 Every report used to cost one query joining the token, its host and its enrollment secret
 (~7 ms of a 27 ms request on a loaded machine). A live token found in the database is now
-kept here with its host and whether the host has an enabled live-probe policy (issue 17),
+kept here with its host and whether the host has an enabled live-probe policy,
 so a steady agent costs a Redis ``GET`` per report instead of that query.
 
 **Revocation latency.** An entry is used only while the shared *token epoch* (one counter

@@ -79,7 +79,7 @@ class CycleInput:
     failed_start_sources: failed_starts.Sources | None = None
     #: Servers of the previous cycle, for "a vLLM process died since"; None skips that.
     process_memory: failed_starts.ProcessMemory | None = None
-    #: Live probes an operator asked for (issue 17), ``{server identity: [names]}``; a server
+    #: Live probes an operator asked for, ``{server identity: [names]}``; a server
     #: not named here is never sent a probe request.
     probe_requests: dict[str, list[str]] = field(default_factory=dict)
     #: Last probe results per server identity, re-sent with every report of that server
@@ -283,7 +283,7 @@ def _server_entry(inp: CycleInput, item: _ServerWork, owners: dict[int, list[str
 
 def _run_probes(inp: CycleInput, entry: dict[str, Any], connect: str, api_key: str | None,
                 found: set[str]) -> None:
-    """Run the probes asked for this server (issue 17), stamp each result with the version
+    """Run the probes asked for this server, stamp each result with the version
     and template it was measured on, and attach the last results (kept in
     ``inp.probe_memory``) to the entry; a server with no request is sent nothing."""
     slot = probes.slot_of(entry.get("base_url"), entry["argv"])

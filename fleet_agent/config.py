@@ -137,7 +137,7 @@ def load(path: Path, missing_ok: bool = True) -> AgentConfig:
 def _state_beside(cfg: AgentConfig, path: Path, data: dict[str, Any]) -> AgentConfig:
     """A config elsewhere than :data:`DEFAULT_CONFIG_PATH` that names no ``spool_dir`` keeps
     its state beside itself (``<config dir>/spool``, ``<config dir>/state.json``): ``run
-    --config X`` as a user never writes under ``/var/lib/fleet-agent`` (issue 13.11)."""
+    --config X`` as a user never writes under ``/var/lib/fleet-agent``."""
     if "spool_dir" not in data and Path(path) != Path(DEFAULT_CONFIG_PATH):
         cfg.spool_dir = str(Path(path).resolve().parent / "spool")
     return cfg

@@ -49,7 +49,7 @@ def cuda_version_text(value: int | None) -> str | None:
 def read_source(source: str) -> dict[str, Any]:
     """Reading from ``nvml`` (NVML, else AMD SMI when NVML finds no driver), ``amdsmi``,
     ``none`` (GPUs not collected) or a recorded JSON file path."""
-    if source == "nvml":  # NVIDIA first; AMD SMI where NVML finds no driver (issue 18)
+    if source == "nvml":  # NVIDIA first; AMD SMI where NVML finds no driver
         return read_nvml_or_amd()
     if source == "amdsmi":
         return read_amdsmi()

@@ -1,5 +1,5 @@
 """AMD GPU readings through AMD SMI (``import amdsmi``, the ``amd`` extra), used where NVML is
-absent (issue 18). Same reading shape as :mod:`fleet_agent.gpus` (``gpus``, ``processes``,
+absent. Same reading shape as :mod:`fleet_agent.gpus` (``gpus``, ``processes``,
 ``error``) plus ``amd_driver_version``; each GPU carries ``gfx_arch`` (``gfx942``) in place of
 a compute capability and ``vendor: "amd"``.
 

@@ -1,4 +1,4 @@
-"""Opt-in live probes (issue 17): tiny requests that test a known issue on the server itself.
+"""Opt-in live probes: tiny requests that test a known issue on the server itself.
 
 Run only when an operator asked for them (the dashboard's report answer, or
 ``fleet-agent probe --print``). Each probe sends a few capped requests to the server's own

@@ -219,7 +219,7 @@ def in_namespace(root: Path, pid: int, path: str) -> Path:
     return root / "proc" / str(pid) / "root" / path.lstrip("/")
 
 
-# --- reading files with a process's rights (issue 16 item 10) ------------------------------
+# --- reading files with a process's rights ------------------------------
 # The agent holds CAP_DAC_READ_SEARCH, so the kernel lets it open any file. A path named in
 # another user's argv (--config, --chat-template, a model directory) must not become a way
 # to read what that user could not: every such read walks the path component by component

@@ -35,7 +35,7 @@ from typing import Any
 
 from fleet_agent.schema import REDACTED
 
-#: Word parts that make a name secret (issue 16 item 2): words and their usual abbreviations.
+#: Word parts that make a name secret: words and their usual abbreviations.
 SECRET_WORDS = frozenset({
     "TOKEN", "TOKENS", "KEY", "KEYS", "APIKEY", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS",
     "PASSWD", "PASS", "PWD", "PAT", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "CREDS",

@@ -36,7 +36,7 @@ REDACTED = "REDACTED"
 #: Largest accepted report after gzip decompression, in bytes (contract: 4 MiB).
 MAX_REPORT_BYTES = 4 * 1024 * 1024
 
-# --- limits (issue 16 items 5 and 7) ----------------------------------------------------
+# --- limits ----------------------------------------------------
 # Integers end in PostgreSQL columns (integer, bigint, smallint: PostgreSQL manual, "Numeric
 # Types"); string lengths match the dashboard's columns (fleet/models.py); counts bound the
 # work one report can cause. The agent cuts its data to the same limits (fleet_agent/trim.py).
@@ -158,7 +158,7 @@ class HostInfo(_Model):
 
 
 class GpuInfo(_Model):
-    """One GPU as NVML (or AMD SMI, issue 18) reports it. Memory in bytes, power in watts,
+    """One GPU as NVML (or AMD SMI) reports it. Memory in bytes, power in watts,
     temperature in °C."""
 
     index: int = Field(ge=0, le=PG_SMALLINT_MAX)
@@ -167,7 +167,7 @@ class GpuInfo(_Model):
     memory_total_bytes: int | None = Field(default=None, ge=0, le=PG_BIGINT_MAX)
     memory_used_bytes: int | None = Field(default=None, ge=0, le=PG_BIGINT_MAX)
     compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$", max_length=16)
-    #: AMD GPUs (issue 18): the LLVM target in place of a compute capability, as AMD SMI's
+    #: AMD GPUs: the LLVM target in place of a compute capability, as AMD SMI's
     #: ``target_graphics_version`` gives it (``gfx942``; feature suffixes such as
     #: ``:sramecc+:xnack-`` allowed). None on NVIDIA.
     gfx_arch: str | None = Field(default=None, max_length=64,
@@ -274,7 +274,7 @@ class MetricsScrape(_Model):
 
 
 class ModelFiles(_Model):
-    """What the node read from the served model's directory (issue 11); every field optional.
+    """What the node read from the served model's directory; every field optional.
 
     ``source``: ``hf-cache:<org>/<name>@<40-hex commit>`` or the local directory as the
     process sees it. ``config``: the parsed ``config.json`` (at most 256 KiB on disk; text
@@ -302,7 +302,7 @@ class ModelFiles(_Model):
 
 
 class KubernetesPod(_Model):
-    """The Kubernetes pod a server runs in (issue 18), read on the node from the process's
+    """The Kubernetes pod a server runs in, read on the node from the process's
     cgroup path, the container runtime's record and its environment (no API access).
     Names follow Kubernetes' syntax: namespace and container are DNS-1123 labels (63),
     the pod name a DNS-1123 subdomain (253); ``pod_uid`` the pod's UID. Unknown parts null."""
@@ -316,7 +316,7 @@ class KubernetesPod(_Model):
     pod_uid: UUID | None = None
 
 
-#: Live probes (issue 17): names the agent knows, and bounds of one result.
+#: Live probes: names the agent knows, and bounds of one result.
 PROBE_NAMES: tuple[str, ...] = ("stream_control_tokens", "forced_tool_choice",
                                 "tool_continuation_cot", "draft_acceptance", "template_identity")
 MAX_PROBES = 16
@@ -358,17 +358,17 @@ class ServerInfo(_Model):
     chat_template: ChatTemplate | None = None
     metrics: MetricsScrape | None = None
     errors: list[_text(MAX_ERROR_CHARS)] = Field(default_factory=list, max_length=MAX_ERRORS)
-    # Added by the agent (issue 3); all optional.
+    # Added by the agent; all optional.
     cwd: str | None = Field(default=None, max_length=MAX_PATH_CHARS)
     port: int | None = Field(default=None, ge=0, le=65535)
     listen_ports: list[Annotated[int, Field(ge=0, le=65535)]] = Field(
         default_factory=list, max_length=MAX_PORTS)
     model_revision: str | None = Field(default=None, max_length=255)
     discovered: bool | None = None  # False: declared in the agent config, not seen in /proc
-    model_files: ModelFiles | None = None  # issue 11: the model's config/weights from disk
-    kubernetes: KubernetesPod | None = None  # issue 18: the pod the process runs in
+    model_files: ModelFiles | None = None  # the model's config/weights from disk
+    kubernetes: KubernetesPod | None = None  # the pod the process runs in
 
-    probes: list[ProbeOutcome] = Field(default_factory=list,  # issue 17: live probes
+    probes: list[ProbeOutcome] = Field(default_factory=list,  # live probes
                                        max_length=MAX_PROBES)
 
     @field_validator("base_url")

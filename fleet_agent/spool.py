@@ -8,7 +8,7 @@ total; the oldest reports are dropped first and counted in ``state.json``
 (``spool_dropped``, reported as ``agent.spool_dropped``).
 
 Reports are redacted but still describe the node, so the spool directory is ``0700`` and
-every file ``0600`` (issue 16 item 2); :func:`private_dir` also tightens a directory and
+every file ``0600``; :func:`private_dir` also tightens a directory and
 files an older agent left world-readable.
 """
 

@@ -106,7 +106,7 @@ def fit(data: dict[str, Any], limit: int = MAX_REPORT_BYTES) -> dict[str, Any]:
     return data
 
 
-# --- conforming to the dashboard's limits (issue 16 items 5 and 11) ------------------------
+# --- conforming to the dashboard's limits ------------------------
 
 #: Server string fields and their column widths (fleet_agent.schema.ServerInfo).
 _SERVER_TEXT = {"container_image": 500, "base_url": 500, "vllm_version": 128,

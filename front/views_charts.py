@@ -99,7 +99,7 @@ def server_series(server_ids: list[int], start: datetime, window_s: int,
     grouped: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
         grouped[row["server_id"]].append(row)
-    # Fractions as %, latencies as ms (issue 13: a TPOT of 0.0175 s reads as 17.5 ms, and
+    # Fractions as %, latencies as ms (a TPOT of 0.0175 s reads as 17.5 ms, and
     # sub-millisecond values survive the 4-decimal rounding of _series).
     scale = {"kv_cache_usage": 100.0, "spec_acceptance_rate": 100.0, "ttft_p50_s": 1000.0,
              "ttft_p99_s": 1000.0, "tpot_p50_s": 1000.0, "tpot_p99_s": 1000.0}

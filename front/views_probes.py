@@ -1,4 +1,4 @@
-"""Turn live probes (issue 17) on or off for one server of a host; operators only."""
+"""Turn live probes on or off for one server of a host; operators only."""
 
 from __future__ import annotations
 

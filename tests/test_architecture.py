@@ -173,7 +173,7 @@ def test_dependencies_point_one_way_and_nothing_imports_the_pages() -> None:
     assert wrong == []
 
 
-# --- the demo package as the agent tests' fake fleet (issue 15) -------------------------------
+# --- the demo package as the agent tests' fake fleet -------------------------------
 AGENT_TESTS = REPO / "tests" / "agent"
 #: Third-party packages of the dashboard (pyproject ``server`` extra): the agent installs
 #: without them, so nothing the agent tests import from ``demo`` may need them.

@@ -206,7 +206,7 @@ def _numeric_dests(release: str) -> frozenset[str]:
 def _drop_invalid_numbers(values: dict[str, Any], release: str) -> dict[str, Any]:
     """Remove numeric options whose value is not a finite number in int64 range (``nan``,
     ``inf``, ``abc``, 10**400) from ``values``; returns them. One poisoned argv value must
-    not break the geometry, the pages or the recommendation (issue 16 item 6), so such an
+    not break the geometry, the pages or the recommendation, so such an
     option counts as unset (the release's default applies) and the context says so."""
     numeric = _numeric_dests(release)
     invalid = {}

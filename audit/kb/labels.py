@@ -1,4 +1,4 @@
-"""Words for internal names: finding kinds, alert triggers and evidence keys (issue 13).
+"""Words for internal names: finding kinds, alert triggers and evidence keys.
 
 One mapping for every page, email and Slack message, so a reader sees "Known issue",
 "Risky upgrade" or "KV cache usage 88.0 %" instead of ``known_issue``, ``risky_upgrade`` or

@@ -1,4 +1,4 @@
-"""Decoder geometry of any Hugging Face model from its ``config.json`` (issue 11).
+"""Decoder geometry of any Hugging Face model from its ``config.json``.
 
 :func:`geometry_from_config` turns a parsed ``config.json`` (what the agent sends as
 ``servers[].model_files.config``, a catalogue entry, or a test fixture) into one flat dict:

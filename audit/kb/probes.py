@@ -1,4 +1,4 @@
-"""``probes`` context block (issue 17): the last live-probe result of each probe on a server.
+"""``probes`` context block: the last live-probe result of each probe on a server.
 
 The agent runs a probe only when an operator asked for it, then keeps sending the last result
 with every report of that server (``servers[].probes``, ``fleet_agent/probes.py``). Each

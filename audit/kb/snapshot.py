@@ -78,7 +78,7 @@ def evaluate_report(report: dict[str, Any], file: str, kb: KnowledgeBase,
 
 
 def failed_start_result(entry: dict[str, Any], kb: KnowledgeBase) -> dict[str, Any]:
-    """A failed start (issue 20) and the rules whose ``log_signatures`` match its lines."""
+    """A failed start and the rules whose ``log_signatures`` match its lines."""
     return {"unit_or_container": entry.get("unit_or_container"), "source": entry.get("source"),
             "restart_count": entry.get("restart_count"),
             "matched": [{"rule_id": rule.id, "title": rule.title, "line": line,

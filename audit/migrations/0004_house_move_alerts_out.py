@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        # The alert models moved to the alerts app (issue 15). Their tables keep their names
+        # The alert models moved to the alerts app. Their tables keep their names
         # (alerts.models sets db_table = "audit_*"), so only Django's state changes here:
         # no row is dropped or copied. alerts/migrations/0001_house_initial.py adds them back.
         migrations.SeparateDatabaseAndState(

@@ -1,4 +1,4 @@
-"""Clamp times stored in the future before ingest refused them (issue 16 item 4).
+"""Clamp times stored in the future before ingest refused them.
 
 A report dated 2099 made every later report look like a late replay; its times are brought
 back to when the dashboard received it, and host/server/GPU ``last_seen`` to now.

@@ -1,4 +1,4 @@
-"""Compress kept raw reports with lz4 (PostgreSQL >= 14 built with lz4; issue 14).
+"""Compress kept raw reports with lz4 (PostgreSQL >= 14 built with lz4).
 
 Only new values are compressed this way; existing rows keep pglz until rewritten. SQLite
 (the embedded demo) and a PostgreSQL without lz4 are left as they are.

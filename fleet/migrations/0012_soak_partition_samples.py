@@ -1,4 +1,4 @@
-"""Metric and GPU samples become daily range partitions on ``ts`` (PostgreSQL only; issue 14).
+"""Metric and GPU samples become daily range partitions on ``ts`` (PostgreSQL only).
 
 Django has no partitioned tables, so this is SQL run on PostgreSQL only; SQLite (the embedded
 demo) keeps plain tables, and the model state does not change (``id`` stays the model's

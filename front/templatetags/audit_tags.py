@@ -25,7 +25,7 @@ def reference(ref: str) -> str:
 @register.filter
 def placeholders_as_words(text: str) -> str:
     """A rule message template for reading without a server: ``{gpu_memory_gib}`` becomes
-    "the GPU memory GiB", ``{version}`` "the vLLM version" (issue 13.7: raw placeholders
+    "the GPU memory GiB", ``{version}`` "the vLLM version" (raw placeholders
     leaked onto rule pages). Format specs (``{x:.1f}``) drop with the braces."""
     import re
 

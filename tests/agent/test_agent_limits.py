@@ -1,4 +1,4 @@
-"""A local process cannot blow up or blind the agent (issue 16 items 5 and 11).
+"""A local process cannot blow up or blind the agent.
 
 A real HTTP server on the loopback plays a hostile "vLLM": a 400 MB /metrics body, 60,000
 models, a huge argv. The agent streams with byte caps, cuts per-server lists to the

@@ -1,4 +1,4 @@
-"""The agent never reads for another user what that user could not (issue 16 item 10).
+"""The agent never reads for another user what that user could not.
 
 A local user (uid 4242 here) runs a fake ``vllm serve`` naming root-only files in its argv.
 The agent holds CAP_DAC_READ_SEARCH, so only its own check stands between that argv and

@@ -1,4 +1,4 @@
-"""The agent's re-install and uninstall against a live dashboard (issue 16 item 3): a
+"""The agent's re-install and uninstall against a live dashboard: a
 re-install sends the config's token and replaces it without an approval; ``fleet-agent revoke``
 (the uninstall) kills it on the dashboard."""
 

@@ -1,4 +1,4 @@
-"""AMD GPUs through AMD SMI where NVML is absent (issue 18). AMD SMI talks to the amdgpu
+"""AMD GPUs through AMD SMI where NVML is absent. AMD SMI talks to the amdgpu
 driver: a fake ``amdsmi`` module with the real call names, units and "N/A" markers stands in
 for it (``fleet_agent/gpus_amd.py`` lists them)."""
 

@@ -1,5 +1,5 @@
 """A vLLM server in a Kubernetes pod: found through the node's /proc like any other, its pod
-named from the cgroup path, the container runtime's record and the environment (issue 18)."""
+named from the cgroup path, the container runtime's record and the environment."""
 
 from __future__ import annotations
 

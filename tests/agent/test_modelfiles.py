@@ -1,5 +1,5 @@
 """The agent reads the served model's config and weight size from a fake HF cache or a local
-directory (issue 11), with the vLLM process's own file rights, bounded."""
+directory, with the vLLM process's own file rights, bounded."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Live probes (issue 17) against the demo's vLLM emulator, each faulty shape and its healthy
+"""Live probes against the demo's vLLM emulator, each faulty shape and its healthy
 twin; a server with no probe request never receives a POST."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Secrets never leave the node, whatever they are called (issue 16 item 2).
+"""Secrets never leave the node, whatever they are called.
 
 Names are decided on word parts (``PGPASSWORD`` and ``GH_PAT`` are secret, ``PYTHONPATH`` and
 ``CUDA_VISIBLE_DEVICES`` are not), values are scanned for secret flags and ``Bearer`` tokens,

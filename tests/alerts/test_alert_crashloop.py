@@ -1,4 +1,4 @@
-"""From agent reports to one alert: an upgrade to 0.30.0 that does not come back (issue 20).
+"""From agent reports to one alert: an upgrade to 0.30.0 that does not come back.
 
 Reports go through the real ingest API and the real evaluation against the shipped rules;
 the crash-loop finding's event goes through the outbox to a webhook and an email channel.

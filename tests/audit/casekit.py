@@ -139,7 +139,7 @@ def _gpus(case_gpus: list[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
                 "memory_used_bytes": None, "compute_capability": row.get("cc"),
                 "utilization_gpu_pct": None, "temperature_c": None, "power_draw_w": None,
                 "power_limit_w": None,
-                # an AMD node's agent sends the gfx target AMD SMI reads (issue 18)
+                # an AMD node's agent sends the gfx target AMD SMI reads
                 **({"gfx_arch": row["gfx"], "vendor": "amd"} if row.get("gfx") else {}),
             })
     return out

@@ -148,7 +148,7 @@ def _light() -> dict[str, Any]:
         # audit/kb/context.py build_context "server" block (env rules read server.env).
         "server": {"pid": 4242, "base_url": "http://127.0.0.1:8000", "env": {},
                    "started_at": None, "errors": [], "key": "http://127.0.0.1:8000"},
-        # audit/kb/probes.py: never probed (issue 17)
+        # audit/kb/probes.py: never probed
         "probes": probes_block({}),
     }
 

@@ -4,7 +4,7 @@ Part 1 turns every shared case (demo/data/cases/reports/*.json, issue 4 "Coverag
 contract report with ``tests/audit/casekit.case_to_report``, builds the contexts with
 ``audit.kb.context.build_contexts`` and asserts that the knowledge base tells the operator
 the case's diagnosis (the substance of its ``expected_finding``) at a severity that makes
-them act. Where the seed and a report disagree the more specific source wins (issue 4).
+them act. Where the seed and a report disagree the more specific source wins.
 
 Part 2 checks each upstream rule on hand-built contexts (tests/audit/ctxfactory.py): it
 fires where its cause is present and stays silent on the near miss (the fixed release, the

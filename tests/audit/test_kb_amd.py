@@ -1,4 +1,4 @@
-"""AMD Instinct GPUs in the knowledge base (issue 18): the GPU table knows MI250/MI250X,
+"""AMD Instinct GPUs in the knowledge base: the GPU table knows MI250/MI250X,
 MI300X, MI325X and MI350X/MI355X, the gpu context carries the gfx target, and the ROCm rules
 decide on the architecture, so a GPU the table does not name still gets them."""
 

@@ -1,4 +1,4 @@
-"""Log signatures in the knowledge base (issue 20): the optional ``log_signatures`` rule field,
+"""Log signatures in the knowledge base: the optional ``log_signatures`` rule field,
 validated at load, and the real error lines of public vLLM reports each matched to its rule.
 
 The lines and their source URLs are in tests/data/failed_start_lines.json (one test per line).

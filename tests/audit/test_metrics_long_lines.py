@@ -1,4 +1,4 @@
-"""A pathological /metrics line is skipped and named, the rest is read (issue 16 item 7).
+"""A pathological /metrics line is skipped and named, the rest is read.
 
 prometheus_client's label parser costs the square of an escaped label's length; the parser
 hands it only lines up to ``MAX_LINE_CHARS``, so a 60 KiB line of ``\\"`` (within the ingest

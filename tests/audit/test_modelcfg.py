@@ -1,4 +1,4 @@
-"""Geometry, memory budget and the model decision for any decoder model (issue 11), checked
+"""Geometry, memory budget and the model decision for any decoder model, checked
 against real config.json facts (tests/data/model_configs) and published figures."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The offline tools try an edited rule folder: ``--rules DIR`` or ``AUDIT_RULES_DIR``.
 
 ``audit_snapshot``, ``recommend`` and ``plan_upgrade`` load the same folder the dashboard
-would (issue 13 item 4): a maintainer copies audit/rules, edits a rule and sees it fire
+would: a maintainer copies audit/rules, edits a rule and sees it fire
 offline before deploying it. A folder that does not exist is a load error (exit 1), never
 the shipped rules in disguise.
 """

@@ -1,4 +1,4 @@
-"""Live-probe results (issue 17) turn an advisory into "confirmed on this server" (severity
+"""Live-probe results turn an advisory into "confirmed on this server" (severity
 up) or "not reproduced" (severity down, still listed), and an upgrade re-arms them."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An existing database keeps its alert channels, deliveries and permissions when the alert
-models move from the audit app to the alerts app (issue 15).
+models move from the audit app to the alerts app.
 
 The database is taken back to the migration state of the last release before the move
 (audit 0002, no alerts app: the state a database created at that release has), rows are

@@ -1,4 +1,4 @@
-"""One poisoned agent value breaks neither evaluation nor anybody's pages (issue 16 item 6).
+"""One poisoned agent value breaks neither evaluation nor anybody's pages.
 
 Reports go in through the real ingest API; evaluation runs as the Celery task would; pages
 are fetched by a signed-in user.

@@ -1,4 +1,4 @@
-"""The findings CSV export never hands a spreadsheet a formula (issue 16 item 15)."""
+"""The findings CSV export never hands a spreadsheet a formula."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The host page shows the model decision, its geometry and the per-GPU memory budget as a
-stacked bar (issue 11)."""
+stacked bar."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sign-in throttling and password rules for new users (issue 16 item 17)."""
+"""Sign-in throttling and password rules for new users."""
 
 from __future__ import annotations
 

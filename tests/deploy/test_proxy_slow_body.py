@@ -1,4 +1,4 @@
-"""Slow-body denial of service, black box through the deployed proxy (issue 16 item 8).
+"""Slow-body denial of service, black box through the deployed proxy.
 
 gunicorn's sync workers (production: ``Dockerfile``'s CMD) read a request body themselves, so
 a client that announces ``Content-Length: 100000``, sends 12 bytes and stalls holds a worker

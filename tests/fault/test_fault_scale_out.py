@@ -101,7 +101,7 @@ def test_an_upgrade_report_evaluated_after_a_newer_one_still_raises_its_upgrade_
     for body in bodies:
         assert post_report(body, token).status_code == 202
     for index in (0, 2, 1):  # worker B finishes the newest report before worker A the upgrade
-        derive_report(bodies[index]["report_id"])  # the worker's first step (issue 14)
+        derive_report(bodies[index]["report_id"])  # the worker's first step
         evaluation.evaluate_report(bodies[index]["report_id"])
 
     events = FindingEvent.objects.filter(kind=FindingEvent.Kind.VERSION_CHANGED)

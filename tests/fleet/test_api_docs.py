@@ -1,4 +1,4 @@
-"""/api/docs publishes the report body's real schema, not an untyped object (issue 13 item 4)."""
+"""/api/docs publishes the report body's real schema, not an untyped object."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The "copy command" lines of real pages run nothing a report planted (issue 16 item 1).
+"""The "copy command" lines of real pages run nothing a report planted.
 
 A host token holder reports a server whose model path and flag values carry ``$(touch …)``,
 backticks and ``;``; the host page and its recommendation page are fetched by a signed-in user

@@ -1,4 +1,4 @@
-"""An enrollment secret cannot take over a host (issue 16 item 3), through the real API.
+"""An enrollment secret cannot take over a host, through the real API.
 
 Re-enrolling a machine that has a live token is pending until an admin approves it in
 Settings (the old token works until then); secrets have a use limit and an expiry; tokens die

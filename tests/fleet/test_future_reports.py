@@ -1,4 +1,4 @@
-"""A report dated in the future cannot freeze a host (issue 16 item 4), through the real API."""
+"""A report dated in the future cannot freeze a host, through the real API."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Contract-shaped but hostile reports get a 422 with the field's path, never a 500, and the
-largest report within the caps is stored and shown (issue 16 items 5 and 7), through the API."""
+largest report within the caps is stored and shown, through the API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Metric and GPU samples in daily partitions on PostgreSQL (issue 14): where rows land,
+"""Metric and GPU samples in daily partitions on PostgreSQL: where rows land,
 retention dropping whole days, ingest dated outside the precreated days, and the migration
 keeping an existing database's samples."""
 

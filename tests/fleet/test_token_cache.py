@@ -1,4 +1,4 @@
-"""The ingest's token cache (fleet.token_cache, issue 14): a live token's lookup is reused while
+"""The ingest's token cache (fleet.token_cache): a live token's lookup is reused while
 the shared token epoch is unchanged, for at most INGEST_TOKEN_CACHE_S seconds; a revocation
 takes effect at the next request (through the models) or within that bound (bulk updates)."""
 

@@ -1,4 +1,4 @@
-"""Upgrade planner (issue 5) and the offline CLIs behind ``manage.py recommend`` /
+"""Upgrade planner and the offline CLIs behind ``manage.py recommend`` /
 ``manage.py plan_upgrade`` (advice.recommend.cli, no Django needed)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Recommended configuration (issue 5): operating points, does-not-fit, speculators, diff.
+"""Recommended configuration: operating points, does-not-fit, speculators, diff.
 
 Every report is a contract dict (validated by fleet_agent.schema.parse_report in rkit).
 Expected values come from the seed recipes and the GPU/geometry tables, read through the

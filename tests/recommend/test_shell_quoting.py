@@ -1,4 +1,4 @@
-"""Paste-ready commands run nothing they quote (issue 16 item 1).
+"""Paste-ready commands run nothing they quote.
 
 Agent data (model path, ``--download-dir``, any flag value, unknown flags) is planted with
 ``$(touch …)``, backticks, ``;`` and newlines; each produced line is run by a real ``bash``

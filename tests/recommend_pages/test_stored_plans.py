@@ -1,4 +1,4 @@
-"""Stored upgrade plans (issue 13.10): the worker plans a server when its configuration was
+"""Stored upgrade plans: the worker plans a server when its configuration was
 evaluated, the planner pages read those rows without evaluating, and a rule or configuration
 change never leaves a stale plan on a page."""
 

@@ -138,7 +138,7 @@ def check_argv(argv: list[str], version: str | None, gib: float | None,
     flags, meta = effective_flags(parsed, version, gib, gpu)
     assert set(parsed.values) <= set(flags)  # what argv set is in the effective config
     assert set(parsed.values) <= set(meta["sources"])  # and says where it came from
-    # the parser's errors, then one "treated as unset" note per unusable number (issue 16.6)
+    # the parser's errors, then one "treated as unset" note per unusable number
     assert meta["errors"][:len(parsed.errors)] == parsed.errors
     assert all("treated as unset" in e for e in meta["errors"][len(parsed.errors):])
     return parsed

@@ -119,7 +119,7 @@ def with_machine_id(machine_id: str) -> Any:
 
 
 def test_enroll_never_fails_on_generated_input(api: dict[str, Any], settings: Any) -> None:
-    # Refused attempts count against the client's enrollment rate (issue 16 item 3); the fuzzer
+    # Refused attempts count against the client's enrollment rate; the fuzzer
     # sends hundreds from one address, so lift the burst here: this test is about 5xx.
     settings.ENROLL_BURST = 10**6
     operation = api["schema"][ENROLL]["POST"]

@@ -1,6 +1,6 @@
 """The repository carries its own demo and test data, and a missing piece fails loudly.
 
-A fresh clone with nothing beside it must play the demo and run the tests (issue 13 item 1):
+A fresh clone with nothing beside it must play the demo and run the tests:
 the case reports and ``/metrics`` captures live in ``demo/data/``; an absent folder raises
 instead of yielding an empty list; and ``make demo`` says on the terminal when the replayed
 fleet dies (``demo/run_sim.sh``).

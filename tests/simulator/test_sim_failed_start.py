@@ -1,4 +1,4 @@
-"""The demo fleet's failed upgrade (issue 20): ``h100-upgrade-08`` restarts onto its installed
+"""The demo fleet's failed upgrade: ``h100-upgrade-08`` restarts onto its installed
 0.27.1, its systemd unit crash-loops, and the dashboard shows it down with the error line and
 the rule that explains it, within one agent interval of the first failed report."""
 

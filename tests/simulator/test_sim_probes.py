@@ -1,4 +1,4 @@
-"""The demo fleet's h100-push-01 (issue 17): live probes on, its forced tool_choice answered
+"""The demo fleet's h100-push-01: live probes on, its forced tool_choice answered
 with prose, so the #50477 advisory reads "confirmed on this server"; its twin h100-push-02
 (probes off) is sent no probe and keeps the plain advisory."""
 
