@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fleet_agent import capabilities
+from fleet_agent import capabilities, procfs
 
 #: Bytes read from the end of a log file (the cause is in the last lines of a traceback;
 #: 256 KiB holds vLLM's argparse usage text (about 40 KiB) and a long traceback).
@@ -57,6 +57,10 @@ class Tracked:
     exited_at: datetime | None = None
     lines: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: The process's filesystem credentials and the node root its paths resolve under: a log
+    #: is read back only as the process itself could read it (never with the agent's rights).
+    creds: procfs.Creds | None = None
+    root: Path | None = None
 
     def close(self) -> None:
         for handle in self.handles:
@@ -73,7 +77,8 @@ def _is_file_target(target: str | None) -> bool:
 def track(root: Path, pid: int, argv: list[str], open_logs: int) -> Tracked:
     """A :class:`Tracked` for a running server; opens its log file(s) while fewer than
     :data:`MAX_OPEN_LOGS` are open (``open_logs``)."""
-    item = Tracked(pid=pid, argv=list(argv))
+    item = Tracked(pid=pid, argv=list(argv), root=root,
+                   creds=procfs.read_creds(root / "proc" / str(pid)))
     fd_dir = root / "proc" / str(pid) / "fd"
     seen: set[tuple[int, int]] = set()
     for number, attr in ((1, "stdout"), (2, "stderr")):
@@ -89,7 +94,11 @@ def track(root: Path, pid: int, argv: list[str], open_logs: int) -> Tracked:
         except OSError:
             continue
         stat = os.fstat(handle)
-        if (stat.st_dev, stat.st_ino) in seen:  # 2>&1: one file
+        # Held open only when the process owns the file: opening through /proc/PID/fd is
+        # checked with the agent's rights (CAP_DAC_READ_SEARCH in the DaemonSet), and a file
+        # the process merely inherited may hold what its user could never read.
+        if (stat.st_dev, stat.st_ino) in seen or item.creds is None \
+                or stat.st_uid != item.creds.uid:
             os.close(handle)
             continue
         seen.add((stat.st_dev, stat.st_ino))
@@ -139,6 +148,14 @@ def read_back(item: Tracked, journalctl: str | None = "journalctl",
             item.errors.append(f"log file not readable: {exc}"[:300])
     item.close()
     targets = {t for t in (item.stdout, item.stderr) if t}
+    if not lines and item.creds is not None and item.root is not None:
+        for target in dict.fromkeys(t for t in (item.stderr, item.stdout)
+                                    if _is_file_target(t) and not t.endswith(" (deleted)")):
+            data = procfs.read_as(item.root, target, item.creds, TAIL_BYTES, tail=True)
+            if data:
+                lines = data.decode("utf-8", "replace").splitlines()
+                lines = lines[1:] if len(data) >= TAIL_BYTES else lines  # a partial first line
+                break
     if not lines and journalctl and any(t.startswith(("socket:", "pipe:")) for t in targets):
         try:
             lines = journal_by_pid(item.pid, journalctl, path)

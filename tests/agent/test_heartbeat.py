@@ -14,7 +14,7 @@ import yaml
 from fa_fakenode import FakeNode
 
 from fleet_agent import config as agent_config
-from fleet_agent import runner
+from fleet_agent import failed_starts, runner
 from fleet_agent.cli import main
 
 REPO = Path(__file__).parents[2]
@@ -60,8 +60,13 @@ def test_a_hung_cycle_stops_the_heartbeat(tmp_path):
 
         config = agent_config.AgentConfig(interval_s=0)
         calls = 0
+        root = tmp_path
+        memory = failed_starts.ProcessMemory()
 
         def deliverer(self, stop):
+            return None
+
+        def failed_start_sources(self):
             return None
 
         def cycle(self, deliverer):

@@ -3,6 +3,7 @@ raw evidence keys, exponent notation, ISO stamps or seed file names."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -11,6 +12,7 @@ from alerts.models import Trigger
 from audit.kb.engine import KINDS, load_rules
 from audit.kb.labels import KIND_LABELS, evidence_rows, label, message_value
 from audit.kb.sources import describe, readable
+from tests.dashboard.conftest import FIXTURES, fresh
 
 RAW_KINDS = re.compile(r"\b(known_issue|crash_loop|risky_upgrade|new_finding|host_silent)\b")
 
@@ -84,9 +86,20 @@ def test_the_host_page_speaks_words_and_readable_numbers(client, role_user, demo
 
 
 @pytest.mark.django_db
-def test_a_metric_finding_says_kv_cache_usage_as_a_percentage(client, role_user, demo_fleet):
+def test_a_metric_finding_says_kv_cache_usage_as_a_percentage(client, role_user, demo_fleet,
+                                                               post_report, settings):
+    """Live findings are judged over a window of two scrapes, so each demo host reports a
+    second time (metric rules due at once) before a live finding is looked for."""
+    from audit.evaluation import evaluate_report
     from audit.models import Finding
+    from fleet.models import AgentToken
 
+    settings.AUDIT_METRICS_INTERVAL_S = 0
+    for host, path in zip(demo_fleet["hosts"], sorted(FIXTURES.glob("*.json")), strict=True):
+        _, token = AgentToken.issue(host)
+        body = fresh(json.loads(path.read_text()))
+        assert post_report(body, token=token).status_code == 202
+        evaluate_report(body["report_id"])
     client.force_login(role_user("viewer"))
     finding = Finding.objects.filter(evidence__has_key="kv").exclude(
         evidence__kv=None).first()

@@ -138,7 +138,7 @@ def test_a_restarted_pod_keeps_the_nodes_token(tmp_path: Path) -> None:
     assert _run_enroll_script(tmp_path, config) == []  # no second enrollment
 
 
-SECCOMP = MANIFEST.parent / "seccomp" / "fleet-agent.json"
+SECCOMP = MANIFEST.parents[1] / "seccomp" / "fleet-agent.json"
 
 
 def test_the_agent_runs_under_a_profile_that_refuses_ptrace_and_handle_opens() -> None:

@@ -27,6 +27,7 @@ import copy
 import json
 import os
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -108,12 +109,19 @@ def check(api: dict[str, Any], case: Any, headers: dict[str, str] | None = None)
 
 def with_machine_id(machine_id: str) -> Any:
     """Mapper: give a generated contract report ``schema_version`` 1 (the contract's JSON
-    schema says only "integer") and the token host's ``machine_id``, so the version gate and
-    the identity check pass and the report is stored (the deepest path)."""
+    schema says only "integer"), the token host's ``machine_id``, a ``collected_at`` of now
+    (ingest refuses times more than a year old or in the future, which a random date-time
+    almost always is) and a printable hostname (refused otherwise, as at enrollment), so the
+    version gate, the clock and identity checks pass and the report is stored (the deepest
+    path)."""
     def fix(case: Any) -> Any:
         if isinstance(case.body, dict) and isinstance(case.body.get("host"), dict):
             case.body["schema_version"] = 1
             case.body["host"]["machine_id"] = machine_id
+            case.body["collected_at"] = datetime.now(UTC).isoformat()
+            hostname = case.body["host"].get("hostname")
+            if not (isinstance(hostname, str) and hostname.isprintable()):
+                case.body["host"]["hostname"] = "fuzz-host"
         return case
     return fix
 
