@@ -29,6 +29,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 import casekit  # noqa: E402
 
 from audit.kb.engine import SEVERITY_RANK, load_rules  # noqa: E402
+from audit.kb.failed_start_explain import explain  # noqa: E402
 
 SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2"}
 BLIND = SETS["1"]
@@ -53,7 +54,26 @@ def describe(kb, path: Path) -> str:
     lines += [f"   {sev:8} {rid}" for sev, rid in shown] or ["   (no finding at low or above)"]
     lines += [f"   log      {rid}" for rid in sorted(logs)]
     lines += [f"   FAILED   {f.rule_id}: {f.error}" for f in failures]
+    lines += explanations(path, bool(logs))
     return "\n".join(lines)
+
+
+def explanations(path: Path, matched: bool) -> list[str]:
+    """The failed-start explanation (audit/crashloop.py) of the case's quoted error lines:
+    the ``failed-start`` finding itself (high) when no log signature matched, else carried in
+    the signature finding's remediation ("For this start: ...") when it names a setting."""
+    report = casekit.case_to_report(path)
+    version = (report["servers"][0]["installed_vllm_version"] if report["servers"]
+               else casekit.extract_version(json.loads(path.read_text())["vllm_version"]))
+    out = []
+    for failed in report.get("failed_starts") or []:
+        found = explain(failed["lines"], failed["argv"], version)
+        where = ("in remediation" if found.names_setting_and_change else "evidence only") \
+            if matched else "high failed-start"
+        out.append(f"   explain  [{where}] kind={found.kind} setting={found.setting} "
+                   f"value={found.value!r} summary={found.summary!r}")
+        out.append(f"            checked={found.checked!r} change={found.change!r}")
+    return out
 
 
 def case_dir(set_name: str | None, directory: str | None) -> Path:
