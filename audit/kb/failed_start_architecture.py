@@ -46,18 +46,23 @@ def architecture(lines: list[str], release: str, running: str | None,
         shown = ", ".join(names)
         checked = (f"vLLM's model registry: the model's config.json architectures "
                    f"(model {model or 'as served'})")
-        # unknown, or older than every table: the table is not the running release's
-        below = running is None or _older(running, release)
+        # older than every table: the table is not the running release's
+        below = running is not None and _older(running, release)
         registered = [] if below else [n for n in names if n in _registered(release)]
+        first = _nearest_registering(names, running)
         if registered:
+            # with the version unreported, the newest table having it means every release
+            # from the first that has it does: the release cannot be what lacks it
+            which = (f"vLLM {release:run} registers" if running is not None else
+                     f"every vLLM release from {_nearest_registering(names, None)} on "
+                     "registers (the running version was not reported)")
             return dict(
                 kind="architecture_load_failed", error_line=line, confidence="medium",
                 checked=checked, value=shown,
-                summary=f"vLLM {release:run} registers {', '.join(registered)}, yet the model "
-                        "class failed to load in this install (a missing or mismatched "
-                        "dependency, or a build without this platform's support); the cause "
-                        "is not recognised beyond that")
-        first = _nearest_registering(names, running)
+                summary=f"{which} {', '.join(registered)}, yet the model class failed to "
+                        "load in this install (a missing or mismatched dependency, or a "
+                        "build without this platform's support); the cause is not "
+                        "recognised beyond that")
         change = (f"run vLLM {first}" + (" or newer" if running is None else "") +
                   f": its model registry has {shown}" if first else
                   f"serve a model of an architecture vLLM supports; no known release "

@@ -77,6 +77,19 @@ def test_a_registered_architecture_is_not_blamed_on_the_release() -> None:
     assert not found.names_setting_and_change
 
 
+def test_with_no_version_an_architecture_every_release_has_is_not_blamed_on_a_release(
+        ) -> None:
+    """A failed start that reports no vLLM version: an architecture every shipped table
+    registers is never "not registered in" the table used to judge it."""
+    known = list(releases())
+    arch = sorted(set(caps(known[0])["architectures"]) & set(caps(known[-1])["architectures"]))[0]
+    found = explain([f"ValueError: Model architectures ['{arch}'] are not supported for now."],
+                    ["vllm", "serve", "m"], None)
+    assert found.kind == "architecture_load_failed"
+    assert "does not register" not in found.summary and "not reported" in found.summary
+    assert found.change is None and not found.names_setting_and_change
+
+
 def test_an_unregistered_architecture_names_the_nearest_release_that_has_it() -> None:
     index = architecture_index()
     known = list(releases())
