@@ -84,26 +84,44 @@ def _sample(text: str, family: str) -> float:
     return sum(values)
 
 
-@pytest.fixture(scope="module")
-def under_load(server: live.Server) -> str:
-    """/metrics scraped while CONCURRENCY streams run: the scrape with the most running."""
+#: Load rounds tried until a scrape catches two or more requests running: on a busy 2-core
+#: machine a round's streams can all finish between two scrapes.
+LOAD_ROUNDS = 3
+
+
+def _load_round(base_url: str) -> tuple[str, float]:
+    """One round of CONCURRENCY streams; the /metrics scrape with the most running."""
     results: list = []
-    threads = [threading.Thread(target=_stream, args=(server.base_url, f"Count to {i}.",
-                                                      results)) for i in range(CONCURRENCY)]
+    threads = [threading.Thread(target=_stream, args=(base_url, f"Count to {i}.", results))
+               for i in range(CONCURRENCY)]
     for thread in threads:
         thread.start()
     best, best_running = "", -1.0
     while any(t.is_alive() for t in threads):
-        text = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+        text = httpx.get(f"{base_url}/metrics", timeout=10).text
         running = _sample(text, "vllm:num_requests_running")
         if running > best_running:
             best, best_running = text, running
-        time.sleep(0.1)
+        time.sleep(0.05)
     for thread in threads:
         thread.join()
     assert [status for status, _, _ in results] == [200] * CONCURRENCY
     # Streamed: many chunks each; ignore_eos: every request ran to max_tokens.
     assert all(chunks > 10 and tokens == MAX_TOKENS for _, chunks, tokens in results), results
+    return best, best_running
+
+
+@pytest.fixture(scope="module")
+def under_load(server: live.Server) -> str:
+    """/metrics scraped while CONCURRENCY streams run: the scrape with the most running (a
+    new round while none caught two running, at most :data:`LOAD_ROUNDS`)."""
+    best, best_running = "", -1.0
+    for _ in range(LOAD_ROUNDS):
+        text, running = _load_round(server.base_url)
+        if running > best_running:
+            best, best_running = text, running
+        if best_running >= 2:
+            break
     if RECORD:
         (DATA / "metrics_under_load.txt").write_text(best)
     return best
