@@ -155,3 +155,13 @@ def post_report(client: Any) -> Callable[..., Any]:
             derive_report(response.json()["report_id"])
         return response
     return post
+
+
+@pytest.fixture
+def signed_in(client: Any) -> Any:
+    """The test client logged in as a plain operator (no staff rights)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user("op", password="pw-123456789")
+    client.force_login(user)
+    return client

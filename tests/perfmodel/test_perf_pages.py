@@ -9,7 +9,6 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from django.contrib.auth import get_user_model
 from seedpoints import POINTS, report
 
 from fleet.models import Host
@@ -31,11 +30,6 @@ def loaded_host(enrolled, post_report):
     return Host.objects.get(machine_id="machine-1")
 
 
-@pytest.fixture
-def signed_in(client):
-    user = get_user_model().objects.create_user("op", password="pw-123456789")
-    client.force_login(user)
-    return client
 
 
 def _curve(body: str) -> dict:

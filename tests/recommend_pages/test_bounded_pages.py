@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from fleet.models import Host
 
@@ -17,11 +16,6 @@ PUSH_ARGV = ["vllm", "serve", "cyankiwi/gemma-4-31B-it-AWQ-4bit", "--tensor-para
              "--max-model-len", "262144", "--max-num-seqs", "256"]
 
 
-@pytest.fixture
-def signed_in(client):
-    user = get_user_model().objects.create_user("op", password="pw-123456789")
-    client.force_login(user)
-    return client
 
 
 def _fleet(make_report, enrolled, post_report, hosts: int, per_host: int) -> None:

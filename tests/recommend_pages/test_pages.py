@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from fleet.models import Host, Server
 
@@ -28,11 +27,6 @@ def ingested(make_report, enrolled, post_report):
     return Host.objects.get(machine_id="machine-1")
 
 
-@pytest.fixture
-def signed_in(client):
-    user = get_user_model().objects.create_user("op", password="pw-123456789")
-    client.force_login(user)
-    return client
 
 
 def test_the_planner_pages_need_a_login(client, ingested):

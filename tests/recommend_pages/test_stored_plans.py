@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from advice import planner, plans
 from advice.models import ServerPlan
@@ -53,11 +52,6 @@ def plans_task_inline():
     app.conf.task_always_eager = before
 
 
-@pytest.fixture
-def signed_in(client):
-    user = get_user_model().objects.create_user("op", password="pw-123456789")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
