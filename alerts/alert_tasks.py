@@ -73,15 +73,8 @@ def schedule_dispatch() -> bool:
     Returns True when this call scheduled the run.
     """
     window = alerts.group_window().total_seconds()
-    if not cache.add(_SCHEDULED_KEY, 1, timeout=max(1, int(window))):
-        return False
-    try:
-        dispatch_events.apply_async(countdown=window)
-    except BrokerError as exc:
-        cache.delete(_SCHEDULED_KEY)
-        log.warning("cannot schedule alert dispatch (the sweep will): %s", exc)
-        return False
-    return True
+    return _queue_once(_SCHEDULED_KEY, dispatch_events, window,
+                       "cannot schedule alert dispatch (the sweep will)")
 
 
 @shared_task(name="alerts.dispatch_events", acks_late=True, ignore_result=True)
@@ -178,13 +171,21 @@ def schedule_sync() -> bool:
     unless one is already due. Returns True when this call queued it."""
     if not alertmanager_sync.state_channels():
         return False
-    if not cache.add(_SYNC_SCHEDULED_KEY, 1, timeout=MUTE_SYNC_DELAY_S):
+    return _queue_once(_SYNC_SCHEDULED_KEY, sync_alertmanager, MUTE_SYNC_DELAY_S,
+                       "cannot queue the Alertmanager sync (the beat will)")
+
+
+def _queue_once(key: str, task: Task, countdown: float, failure: str) -> bool:
+    """Queue ``task`` ``countdown`` seconds from now unless a run is already due (the cache
+    key ``key`` marks it for that long); a broker error clears the mark, logs ``failure``
+    and returns False (the periodic sweep or beat runs it instead)."""
+    if not cache.add(key, 1, timeout=max(1, int(countdown))):
         return False
     try:
-        sync_alertmanager.apply_async(countdown=MUTE_SYNC_DELAY_S)
+        task.apply_async(countdown=countdown)
     except BrokerError as exc:
-        cache.delete(_SYNC_SCHEDULED_KEY)
-        log.warning("cannot queue the Alertmanager sync (the beat will): %s", exc)
+        cache.delete(key)
+        log.warning("%s: %s", failure, exc)
         return False
     return True
 
