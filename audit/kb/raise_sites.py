@@ -145,11 +145,11 @@ def exception_of(line: str) -> tuple[str, str] | None:
     return None
 
 
-def _parse(path: Path) -> tuple[list[Site], frozenset[str]]:
+def _parse(path: Path) -> list[Site]:
     data = json.loads(gzip.decompress(path.read_bytes()))
-    return ([Site(release=data["release"], **{k: s[k] for k in (
+    return [Site(release=data["release"], **{k: s[k] for k in (
         "exc", "pattern", "literal", "holes", "at", "function", "guard", "reads")})
-        for s in data["sites"]], frozenset(data.get("architectures") or ()))
+        for s in data["sites"]]
 
 
 def sites_dir() -> Path:
@@ -169,17 +169,7 @@ def site_releases() -> tuple[str, ...]:
 
 def sites(release: str) -> list[Site]:
     """The raise sites of one release (FileNotFoundError when it has no file)."""
-    return load_data(f"vllm/raise_sites/{release}.json.gz", _parse)[0]
-
-
-def architectures(release: str) -> frozenset[str]:
-    """Model architectures ``release`` serves (its model registry's keys)."""
-    return load_data(f"vllm/raise_sites/{release}.json.gz", _parse)[1]
-
-
-def first_serving(architecture: str) -> str | None:
-    """The oldest known release whose registry has ``architecture``, or None."""
-    return next((r for r in site_releases() if architecture in architectures(r)), None)
+    return load_data(f"vllm/raise_sites/{release}.json.gz", _parse)
 
 
 @per_kb
