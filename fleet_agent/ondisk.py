@@ -145,19 +145,11 @@ def version_for_argv(root: Path, argv: list[str]) -> str | None:
         for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages",
                         "local/lib/python3*/dist-packages"):
             for site in sorted(glob.glob(str(prefix / pattern))):
-                for dist in vllm_dists(Path(site), _read_host):
-                    version = metadata_version(_read_host(dist / "METADATA", 1 << 20))
+                for dist in vllm_dists(Path(site), procfs.read_bytes):
+                    version = metadata_version(procfs.read_bytes(dist / "METADATA", 1 << 20))
                     if version:
                         return version
     return None
-
-
-def _read_host(path: Path, limit: int) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(limit)
-    except OSError:
-        return None
 
 
 #: ``vllm/vllm-openai:v0.11.0``, ``…:0.11.0-cu128``, ``…:nightly-<sha>`` (no version).
