@@ -7,8 +7,7 @@ showed is applied to the plan here, before the knowledge base audits it
 * a finding whose rule declares ``steer: {flag, direction, value}`` (docs/knowledge-base.md,
   "Findings that steer the command"), or whose evidence computes one (the live invariants'
   ``steer`` evidence, "Live invariants"), sets that flag: ``lower`` caps it at ``value``,
-  ``raise`` floors it, ``set`` sets it, ``off`` drops it (one vocabulary,
-  ``audit.kb.engine.STEER_DIRECTIONS``);
+  ``raise`` floors it, ``set`` sets it, ``off`` (``remove``) drops it;
 * ``eagle-tp-acceptance-collapse`` (an EAGLE drafter whose acceptance collapsed under tensor
   parallel, seed 000 "EAGLE3 + TP=2: verify acceptance rate after every engine upgrade",
   vllm#50158) drops the drafter from a command with TP > 1;
@@ -88,7 +87,7 @@ def _apply(plan: Plan, finding: FindingResult, spec: dict[str, Any]) -> bool:
     if not key:
         return False
     why = f"{finding.title} ({finding.rule_id})"
-    if direction == "off":
+    if direction in ("off", "remove"):
         if plan.values.get(key) is None:
             return False
         plan.drop(key, why, finding.references)
