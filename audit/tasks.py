@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from audit import evaluation
+from audit.lane import arm_lane
 from audit.rulebook import requeue_fleet, sync_rules
 from audit.signals import findings_evaluated
 from fleet.models import Report
@@ -47,6 +48,10 @@ def evaluate_report(report_id: str) -> bool:
     if outcomes is None:
         log.info("report %s already evaluated, claimed elsewhere or gone", report_id)
         return False
+    try:
+        arm_lane(report_id)
+    except (OperationalError, InterfaceError):
+        log.warning("steady lane of report %s not armed (database)", report_id)
     for outcome in outcomes:
         if outcome.opened or outcome.resolved or outcome.failures:
             log.info("report %s server %s: opened %s resolved %s failed %s", report_id,

@@ -318,8 +318,11 @@ AUDIT_RULES_DIR = env_str("AUDIT_RULES_DIR")
 #: Metric rules run at most this often per server (every 5 minutes).
 AUDIT_METRICS_INTERVAL_S = env_int("AUDIT_METRICS_INTERVAL_S", 300, minimum=0)
 #: A finding presumed still firing (its rule not due) has its last_seen refreshed once it is
-#: this many seconds old, not on every report (audit.steady, issue 14; 0: every report).
+#: this many seconds old, not on every report (audit.steady; 0: every report).
 AUDIT_FINDING_SEEN_REFRESH_S = env_int("AUDIT_FINDING_SEEN_REFRESH_S", 300, minimum=0)
+#: Reports that change nothing but metrics and GPU readings are applied in the request and
+#: not queued (fleet.lane; PostgreSQL only). False: every report goes through the worker.
+INGEST_STEADY_LANE = env_bool("INGEST_STEADY_LANE", True)
 #: A slot that restarted this many times within the window is a crash loop.
 AUDIT_CRASH_LOOP_RESTARTS = env_int("AUDIT_CRASH_LOOP_RESTARTS", 3, minimum=1)
 AUDIT_CRASH_LOOP_WINDOW_S = env_int("AUDIT_CRASH_LOOP_WINDOW_S", 600, minimum=60)

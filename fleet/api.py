@@ -18,7 +18,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import (
+    DatabaseError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    transaction,
+)
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from kombu.exceptions import OperationalError as BrokerError
 from ninja import Field, NinjaAPI, Schema
@@ -27,10 +34,11 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.responses import Status
 from ninja.security import HttpBearer
 
+from fleet import lane, token_cache
 from fleet import probes as fleet_probes
-from fleet import token_cache
 from fleet.bodies import BodyError, read_capped_body
 from fleet.client_ip import client_ip, client_ip_or_none
+from fleet.lane import steady_key
 from fleet.metrics_text import text_due
 from fleet.models import (
     AgentToken,
@@ -337,11 +345,15 @@ def submit_report(request: HttpRequest) -> Status:
     if wire.host.machine_id != token.host.machine_id:
         raise ApiRefusal(403, "report machine_id does not match this token's host",
                          [{"path": "host.machine_id", "message": "belongs to another host"}])
+    key = steady_key(raw)
+    steady = _through_lane(token.host.pk, wire, raw, key)
+    if steady is not None:
+        return Status(202, _with_probe_requests(steady, token, wire, True))
     # Only the raw insert happens here; servers, GPUs, samples, change events and the
     # evaluation follow in the worker (audit.tasks.evaluate_report).
     # One autocommitted INSERT (no BEGIN/SAVEPOINT/COMMIT round trips); on_commit outside a
     # transaction runs at once, i.e. after that INSERT committed.
-    report, created = store_report(token.host, wire, raw)
+    report, created = store_report(token.host, wire, raw, key)
     if report is None:  # the host was deleted while its token was cached (fleet.token_cache)
         token_cache.forget(token.token_hash)
         raise AuthenticationError()
@@ -353,6 +365,30 @@ def submit_report(request: HttpRequest) -> Status:
     if created and text_due(wire):
         answer["metrics_text"] = ["*"]
     return Status(202, _with_probe_requests(answer, token, wire, created))
+
+
+def _through_lane(host_id: int, wire: Any, raw: dict[str, Any],
+                  key: str) -> dict[str, Any] | None:
+    """The 202 answer of a report applied by the steady lane (``fleet.lane``: nothing changed but
+    metrics; queued only when its metric rules are due), or None when the lane is closed for
+    it and it takes the long way. A host deleted meanwhile takes the long way too, which
+    answers 401."""
+    if not lane.supported():
+        return None
+    try:
+        applied = lane.apply(host_id, wire, raw, key,
+                             [server_identity(s) for s in wire.servers])
+    except IntegrityError:
+        return None
+    if applied is None:
+        return None
+    report_id = str(wire.report_id)
+    if applied.due:
+        enqueue_evaluation(report_id, host_id)
+    answer = {"report_id": report_id, "duplicate": False, "metrics_compact": True}
+    if text_due(wire):
+        answer["metrics_text"] = ["*"]
+    return answer
 
 
 def _with_probe_requests(answer: dict[str, Any], token: Any, wire: Any,

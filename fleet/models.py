@@ -286,9 +286,18 @@ class Report(models.Model):
     #: Kept past the retention window: the version, flags, template or GPUs changed.
     keep = models.BooleanField(default=False)
     keep_reason = models.CharField(max_length=255, blank=True)
+    #: sha256 of the body without what changes every cycle (``fleet.lane.steady_key``):
+    #: equal keys mean nothing but metrics and GPU readings changed.
+    steady_key = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["-collected_at"]
+        indexes = [
+            # The steady lane asks "does this host have a report not yet evaluated?" on
+            # every report: a partial index holds only the (few) unevaluated rows.
+            models.Index(fields=["host"], condition=models.Q(evaluated_at__isnull=True),
+                         name="fleet_report_unevaluated"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.host} @ {self.collected_at:%Y-%m-%d %H:%M:%S}"
@@ -300,6 +309,28 @@ class Report(models.Model):
         if reason not in reasons:
             reasons.append(reason)
         self.keep_reason = ", ".join(reasons)[:255]
+
+
+class SteadyLane(models.Model):
+    """A host whose next reports may be applied in the request (``fleet.lane``): written by
+    the worker after it evaluated the host's newest report, used by ingest while reports
+    carry the same ``key`` and arrive before ``until``.
+
+    ``servers``: ``[[identity, server_id], ...]`` of the running servers; ``gpus``:
+    ``[[uuid, gpu_id], ...]`` of the present GPUs; ``until``: the earliest time any of the
+    host's servers is due for its metric rules (or for the refresh of its findings).
+    """
+
+    host = models.OneToOneField(Host, on_delete=models.CASCADE, primary_key=True,
+                                related_name="steady_lane")
+    key = models.CharField(max_length=64)
+    until = models.DateTimeField()
+    servers = models.JSONField(default=list)
+    gpus = models.JSONField(default=list)
+    armed_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"steady lane of host {self.host_id} until {self.until:%H:%M:%S}"
 
 
 class Server(models.Model):

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from fleet.lane import steady_key
 from fleet.models import ChangeEvent, Gpu, GpuSample, Host, Report, Server, future_cutoff
 from fleet.samples import record_sample
 from fleet_agent import shellwords
@@ -90,8 +91,8 @@ def _identity_from_argv(argv: list[str]) -> str:
     return f"port:{DEFAULT_VLLM_PORT}"
 
 
-def store_report(host: Host, wire: WireReport,
-                 raw: dict[str, Any]) -> tuple[Report | None, bool]:
+def store_report(host: Host, wire: WireReport, raw: dict[str, Any],
+                 key: str | None = None) -> tuple[Report | None, bool]:
     """Insert the raw report (the only write ingest does before its 202).
 
     ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept verbatim,
@@ -100,10 +101,11 @@ def store_report(host: Host, wire: WireReport,
     report has that id (the host row is gone: its foreign key). Inside a transaction the
     insert runs in a savepoint so a duplicate hits the unique constraint without breaking
     the caller's transaction; outside (ingest) it is one autocommitted INSERT, committed on
-    return.
+    return. ``key``: :func:`fleet.lane.steady_key` of ``raw`` when the caller has it.
     """
     fields = {"host": host, "report_id": wire.report_id, "schema_version": wire.schema_version,
-              "raw": raw, "collected_at": wire.collected_at}
+              "raw": raw, "collected_at": wire.collected_at,
+              "steady_key": steady_key(raw) if key is None else key}
     try:
         if connection.in_atomic_block:
             with transaction.atomic():
@@ -123,8 +125,8 @@ def store_report(host: Host, wire: WireReport,
 #: row; columns without a database default are given theirs (``Report``'s field defaults).
 _INSERT_SQL = (
     "INSERT INTO fleet_report (host_id, report_id, schema_version, raw, received_at, "
-    "collected_at, evaluation_error, evaluation_attempts, keep, keep_reason) "
-    "VALUES (%s, %s, %s, %s::jsonb, %s, %s, '', 0, false, '') "
+    "collected_at, evaluation_error, evaluation_attempts, keep, keep_reason, steady_key) "
+    "VALUES (%s, %s, %s, %s::jsonb, %s, %s, '', 0, false, '', %s) "
     "ON CONFLICT (report_id) DO NOTHING RETURNING id")
 
 
@@ -139,7 +141,8 @@ def _insert_bound(fields: dict[str, Any]) -> Report | None:
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(_INSERT_SQL, (
             fields["host"].pk, fields["report_id"], fields["schema_version"],
-            json.dumps(fields["raw"]), received_at, fields["collected_at"]))
+            json.dumps(fields["raw"]), received_at, fields["collected_at"],
+            fields["steady_key"]))
         row = cursor.fetchone()
     if row is None:
         return None

@@ -68,6 +68,29 @@ def derive_window(prev: dict[str, Any] | None, scrape: dict[str, Any] | str,
     return metrics.window(previous, current, elapsed_s), current.to_json()
 
 
+def sample_row(prev: dict[str, Any] | None, prev_at: datetime | None,
+               scrape: dict[str, Any] | str, scraped_at: datetime) -> tuple[dict[str, Any],
+                                                                           dict[str, Any]]:
+    """``(MetricSample column values, new snapshot as JSON)`` for one scrape.
+
+    ``prev``/``prev_at``: the stored snapshot of the previous scrape of the same process and
+    when it was scraped (None after a restart or on first sight: the lifetime window).
+    Column values are ``ts``, ``window_kind``, ``extra`` and :data:`COLUMNS` (floats or None).
+    """
+    elapsed = None
+    if prev and prev_at:
+        elapsed = (scraped_at - prev_at).total_seconds()
+        if elapsed <= 0:  # clock went backwards or duplicate scrape: no delta possible
+            prev, elapsed = None, None
+    window, snapshot = derive_window(prev, scrape, elapsed)
+    row = {key: _finite(window.get(key)) for key in COLUMNS}
+    row["ts"] = scraped_at
+    row["window_kind"] = str(window.get("window_kind") or "")
+    row["extra"] = {k: _jsonable(v) for k, v in window.items()
+                    if k not in COLUMNS and k != "window_kind"}
+    return row, snapshot
+
+
 def record_sample(server: Server, report: Report, scrape: dict[str, Any] | str,
                   scraped_at: datetime, same_process: bool) -> MetricSample:
     """Derive and store one MetricSample for ``server`` from its newest scrape (``scrape``
@@ -78,16 +101,6 @@ def record_sample(server: Server, report: Report, scrape: dict[str, Any] | str,
     a bad exposition: the library reports problems in the window's ``errors``.
     """
     prev = server.last_metrics_snapshot if same_process else None
-    elapsed = None
-    if prev and server.last_metrics_at:
-        elapsed = (scraped_at - server.last_metrics_at).total_seconds()
-        if elapsed <= 0:  # clock went backwards or duplicate scrape: no delta possible
-            prev, elapsed = None, None
-    window, snapshot = derive_window(prev, scrape, elapsed)
+    row, snapshot = sample_row(prev, server.last_metrics_at, scrape, scraped_at)
     server.last_metrics_snapshot, server.last_metrics_at = snapshot, scraped_at
-    values = {key: _finite(window.get(key)) for key in COLUMNS}
-    extra = {k: _jsonable(v) for k, v in window.items()
-             if k not in COLUMNS and k != "window_kind"}
-    return MetricSample.objects.create(
-        server=server, report=report, ts=scraped_at,
-        window_kind=str(window.get("window_kind") or ""), extra=extra, **values)
+    return MetricSample.objects.create(server=server, report=report, **row)

@@ -1,0 +1,191 @@
+"""The steady lane (fleet.lane): a report that changes nothing but metrics and GPU readings is
+applied in the request and not queued, and leaves exactly what the worker would have left;
+anything else (a change, an old agent's text body, a report while another awaits evaluation)
+still goes through the worker."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from audit.models import Finding, FindingEvent
+from audit.tasks import evaluate_report
+from fleet.models import ChangeEvent, Gpu, GpuSample, Host, MetricSample, Report, Server
+from fleet_agent.metrics_compact import compact
+from tests.conftest import iso
+
+CAPTURE = (Path(__file__).resolve().parents[2] / "demo" / "data" / "cases" / "metrics"
+           / "vllm-benchmarking-fixture_v0.25.1_opt-125m-tp2-loaded.prom")
+START = datetime.now(UTC) - timedelta(hours=2)
+SAMPLE_COLUMNS = ("ts", "window_kind", "window_s", "kv_cache_usage", "requests_running",
+                  "requests_waiting", "generation_tps", "prompt_tps", "ttft_p50_s",
+                  "ttft_p99_s", "tpot_p50_s", "itl_p99_s", "preemptions",
+                  "prefix_cache_hit_rate", "extra")
+
+
+def _grown(block: dict[str, Any], factor: float) -> dict[str, Any]:
+    block = copy.deepcopy(block)
+    for series in block["samples"].values():
+        for pair in series:
+            pair[1] *= factor
+    for rows in block["histograms"].values():
+        for row in rows:
+            row["counts"] = [c * factor for c in row["counts"]]
+            row["sum"] *= factor
+            row["count"] *= factor
+    return block
+
+
+@pytest.fixture(autouse=True)
+def _no_rate_limit(settings) -> None:
+    settings.INGEST_RATE, settings.INGEST_BURST = (1_000_000, 1), 1_000_000
+
+
+@pytest.fixture
+def report_at(make_report):
+    """The report of step ``step`` (30 s apart) of a host: the capture's counters growing
+    (compact form alone; with the text too when ``form`` says so) and GPU readings moving."""
+    base = compact(CAPTURE.read_text())
+
+    def build(host: Host, step: int, form: str = "compact", **server: Any) -> dict[str, Any]:
+        at = START + timedelta(seconds=30 * step)
+        metrics = {"format": "prometheus-text", "scraped_at": iso(at), "text": "",
+                   "compact": _grown(base, 1 + step / 10)}
+        if form == "text":
+            metrics = {"format": "prometheus-text", "scraped_at": iso(at),
+                       "text": CAPTURE.read_text()}
+        report = make_report(server={"metrics": metrics, **server},
+                             host={"machine_id": host.machine_id, "hostname": host.hostname},
+                             collected_at=iso(at))
+        report["gpus"][0].update(memory_used_bytes=70_000_000_000 + step * 10_000_000,
+                                 utilization_gpu_pct=50 + step, temperature_c=60 + step % 3)
+        return report
+    return build
+
+
+def _post(post_report, report: dict[str, Any], token: str) -> str:
+    response = post_report(report, token=token)
+    assert response.status_code == 202, response.content
+    return response.json()["report_id"]
+
+
+def _work(host: Host) -> int:
+    """Run the worker's task on the host's reports awaiting evaluation, oldest first; how
+    many there were."""
+    pending = list(Report.objects.filter(host=host, evaluated_at=None)
+                   .order_by("collected_at").values_list("report_id", flat=True))
+    for report_id in pending:
+        assert evaluate_report.run(str(report_id)) is True
+    return len(pending)
+
+
+def _state(host: Host) -> dict[str, Any]:
+    """Everything a user sees of a host after its reports, without row ids and the
+    times a row was written."""
+    host.refresh_from_db()
+    server = Server.objects.get(host=host)
+    return {
+        "host": (host.last_seen, host.last_collected_at),
+        "server": (server.last_seen, server.last_metrics_at, server.last_metrics_snapshot,
+                   server.is_running, server.restart_count, server.pid),
+        "last_report": server.last_report.collected_at,
+        "samples": list(MetricSample.objects.filter(server=server).order_by("ts")
+                        .values_list(*SAMPLE_COLUMNS)),
+        "gpus": list(Gpu.objects.filter(host=host).values_list(
+            "memory_used_bytes", "utilization_pct", "temperature_c", "last_seen")),
+        "gpu_samples": list(GpuSample.objects.filter(gpu__host=host).order_by("ts")
+                            .values_list("ts", "memory_used_bytes", "utilization_pct",
+                                         "temperature_c", "power_draw_w")),
+        "events": list(ChangeEvent.objects.filter(host=host).order_by("at", "kind")
+                       .values_list("kind", "at")),
+        "findings": sorted(Finding.objects.filter(server=server).values_list(
+            "rule_id", "status", "first_seen", "last_seen")),
+        "finding_events": sorted(FindingEvent.objects.filter(finding__server=server)
+                                 .values_list("finding__rule_id", "kind")),
+    }
+
+
+def test_a_steady_report_leaves_what_the_worker_would_have_left(
+        settings, enrolled, post_report, report_at):
+    """Two hosts send the same reports, one with the lane, one without: the same samples,
+    readings, events and findings; the lane host's steady reports were never queued."""
+    settings.AUDIT_METRICS_INTERVAL_S = 90  # metric rules due every third report
+    settings.AUDIT_FINDING_SEEN_REFRESH_S = 90
+    lane_host, lane_token = enrolled("machine-lane", "node-lane")
+    long_host, long_token = enrolled("machine-long", "node-long")
+    queued = {"lane": 0, "long": 0}
+    for step in range(12):
+        for name, host, token, on in (("lane", lane_host, lane_token, True),
+                                      ("long", long_host, long_token, False)):
+            settings.INGEST_STEADY_LANE = on
+            _post(post_report, report_at(host, step), token)
+            queued[name] += _work(host)
+    assert queued["long"] == 12
+    assert 2 <= queued["lane"] <= 6  # the first report, then one per metric interval
+    lane, long = _state(lane_host), _state(long_host)
+    assert lane["samples"][-1][1] == "delta" and len(lane["samples"]) == 12
+    for key in lane:
+        assert lane[key] == long[key], key
+
+
+def test_a_change_goes_through_the_worker_and_is_recorded(enrolled, post_report, report_at):
+    host, token = enrolled()
+    for step in range(3):
+        _post(post_report, report_at(host, step), token)
+        _work(host)
+    changed = report_at(host, 3, argv=["vllm", "serve", "google/gemma-4-31B-it",
+                                       "--max-model-len", "32768"])
+    report_id = _post(post_report, changed, token)
+    assert Report.objects.get(report_id=report_id).evaluated_at is None  # queued
+    assert _work(host) == 1
+    assert ChangeEvent.objects.filter(host=host, kind=ChangeEvent.Kind.CONFIG_CHANGED).exists()
+    steady_again = report_at(host, 4, argv=changed["servers"][0]["argv"])
+    assert Report.objects.get(report_id=_post(post_report, steady_again, token)).evaluated_at
+
+
+def test_no_report_overtakes_one_awaiting_evaluation(settings, enrolled, post_report,
+                                                      report_at):
+    """While a report of the host waits for the worker, the next ones wait too: each is
+    evaluated in collected order and leaves its sample (none is taken for a late replay)."""
+    host, token = enrolled()
+    for step in range(2):
+        _post(post_report, report_at(host, step), token)
+        _work(host)
+    settings.INGEST_STEADY_LANE = False  # this one is queued (a slow worker has not run it)
+    waiting = _post(post_report, report_at(host, 2), token)
+    settings.INGEST_STEADY_LANE = True
+    later = _post(post_report, report_at(host, 3), token)
+    assert Report.objects.filter(report_id__in=[waiting, later], evaluated_at=None).count() == 2
+    assert _work(host) == 2
+    kinds = list(MetricSample.objects.filter(server__host=host).order_by("ts")
+                 .values_list("window_kind", flat=True))
+    assert kinds == ["lifetime", "delta", "delta", "delta"]
+    assert Report.objects.get(report_id=_post(post_report, report_at(host, 4), token)
+                              ).evaluated_at  # the worker opened the lane again
+
+
+def test_an_old_agents_text_body_goes_through_the_worker(enrolled, post_report, report_at):
+    host, token = enrolled()
+    for step in range(2):
+        _post(post_report, report_at(host, step), token)
+        _work(host)
+    report_id = _post(post_report, report_at(host, 2, form="text"), token)
+    assert Report.objects.get(report_id=report_id).evaluated_at is None
+
+
+def test_a_knowledge_base_change_closes_every_lane(enrolled, post_report, report_at):
+    from audit.models import KnowledgeBaseVersion
+    from audit.rulebook import requeue_fleet
+
+    host, token = enrolled()
+    for step in range(2):
+        _post(post_report, report_at(host, step), token)
+        _work(host)
+    KnowledgeBaseVersion.objects.create(version="kb-next")
+    assert requeue_fleet("kb-next") == 1
+    report_id = _post(post_report, report_at(host, 2), token)
+    assert Report.objects.get(report_id=report_id).evaluated_at is None
