@@ -40,6 +40,7 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,148 +64,188 @@ INTERVAL_S = 30  # agent default report interval
 METRICS_INTERVAL_S = 300  # settings.AUDIT_METRICS_INTERVAL_S default (5 minutes)
 
 
-def ingest(hosts: list[tuple[str, str, str]], reports: int, form: str = "text") -> list[str]:
-    """Post ``reports`` reports per host (30 s apart); returns report ids in collected order.
-    ``form`` ``compact``: the newer agent (text and numbers on a host's first report,
-    numbers alone after, each scrape's counters 1 % up on the last)."""
+def cycles(hosts: list[tuple[str, str, str]], reports: int, form: str,
+           lane: bool) -> dict[str, list[tuple[float, float]]]:
+    """Post ``reports`` reports per host, 30 s apart, one cycle of the fleet at a time, then
+    run the worker on what the cycle queued (a worker that keeps up), with the steady lane
+    on or off. ``form`` ``compact``: the newer agent (text and numbers on a host's first
+    report, numbers alone after, each scrape's counters 1 % up on the last).
+
+    Returns ``{kind: [(wall_s, cpu_s), ...]}``: ``request`` (every POST) and
+    ``request-steady`` (a host's later reports), ``lane`` (the lane's part of a request that
+    it applied: the derivation in the request), the worker's kinds (:func:`work`), and
+    ``steady`` per steady report: lane plus worker CPU (derive + evaluate) that report cost.
+    """
+    from django.conf import settings
+
+    from fleet import lane as fleet_lane
     from fleet.models import Report
+
+    settings.INGEST_STEADY_LANE = lane
+    timings: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    lane_cpu: dict[str, tuple[float, float]] = {}
+    apply = fleet_lane.apply
+
+    def timed_apply(host_id, wire, *args, **kwargs):  # noqa: ANN001, ANN202
+        wall, cpu = time.perf_counter(), time.process_time()
+        applied = apply(host_id, wire, *args, **kwargs)
+        if applied is not None:
+            lane_cpu[str(wire.report_id)] = (time.perf_counter() - wall,
+                                             time.process_time() - cpu)
+        return applied
 
     fleet, client = Fleet(), api_client()
     start = datetime.now(UTC) - timedelta(days=1)
-    for seq in range(reports):
-        for index, (machine_id, hostname, token) in enumerate(hosts):
-            at = start + timedelta(seconds=seq * INTERVAL_S)
-            metrics_form = form if form == "text" else ("both" if seq == 0 else "compact")
-            body = gzip_json(realistic_report(fleet, index, machine_id, hostname, at,
-                                              metrics_form=metrics_form, step=seq))
-            status = post_in_process(client, body, token)
-            if status != 202:
-                raise RuntimeError(f"ingest answered {status}")
-    return [str(r) for r in Report.objects.order_by("collected_at", "id")
-            .values_list("report_id", flat=True)]
-
-
-def evaluate_all(report_ids: list[str]) -> dict[str, list[tuple[float, float]]]:
-    """Derive then evaluate every report (the worker's two steps); ``{kind: [(wall_s, cpu_s),
-    ...]}`` by cadences that ran, plus ``derive`` (servers, GPUs, samples from the raw body)."""
-    from advice.plans import store_plans
-    from audit.evaluation import evaluate_report
-    from fleet.recording import derive_report
-
-    timings: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for report_id in report_ids:
-        wall, cpu = time.perf_counter(), time.process_time()
-        derive_report(report_id)
-        derived = (time.perf_counter() - wall, time.process_time() - cpu)
-        timings["derive"].append(derived)
-        wall, cpu = time.perf_counter(), time.process_time()
-        outcomes = evaluate_report(report_id)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        cadences = sorted({c for o in outcomes or [] for c in o.cadences})
-        kind = {("config", "metrics"): "full", ("metrics",): "metrics",
-                ("config",): "config"}.get(tuple(cadences), "skip")
-        timings[kind].append((wall, cpu))
-        if kind in ("skip", "metrics"):  # a steady report: nothing changed but metrics
-            timings[f"steady-{kind}"].append((derived[0] + wall, derived[1] + cpu))
-        configured = [o.server_id for o in outcomes or [] if "config" in o.cadences]
-        if configured:  # what the task's findings_evaluated receiver does next (advice)
-            wall, cpu = time.perf_counter(), time.process_time()
-            evaluated = store_plans(report_id, configured)
-            timings["plan" if evaluated else "plan-copy"].append(
-                (time.perf_counter() - wall, time.process_time() - cpu))
+    machines = {machine_id for machine_id, _, _ in hosts}
+    with mock.patch.object(fleet_lane, "apply", timed_apply):
+        for seq in range(reports):
+            posted = []
+            for index, (machine_id, hostname, token) in enumerate(hosts):
+                at = start + timedelta(seconds=seq * INTERVAL_S)
+                metrics_form = form if form == "text" else ("both" if seq == 0 else "compact")
+                report = realistic_report(fleet, index, machine_id, hostname, at,
+                                          metrics_form=metrics_form, step=seq)
+                body = gzip_json(report)
+                wall, cpu = time.perf_counter(), time.process_time()
+                status = post_in_process(client, body, token)
+                request = (time.perf_counter() - wall, time.process_time() - cpu)
+                if status != 202:
+                    raise RuntimeError(f"ingest answered {status}")
+                timings["request"].append(request)
+                if seq:
+                    timings["request-steady"].append(request)
+                    posted.append(report["report_id"])
+            worker = {}
+            pending = (Report.objects.filter(evaluated_at=None, host__machine_id__in=machines)
+                       .order_by("collected_at", "id").values_list("report_id", flat=True))
+            for report_id in [str(r) for r in pending]:
+                worker[report_id] = work(report_id, timings)
+            for report_id in posted:  # a steady report: the lane's part and the worker's
+                in_lane = lane_cpu.get(report_id, (0.0, 0.0))
+                queued = worker.get(report_id, (0.0, 0.0))
+                if report_id in lane_cpu:
+                    timings["lane"].append(in_lane)
+                timings["steady"].append((in_lane[0] + queued[0], in_lane[1] + queued[1]))
+            for report_id, request in zip(posted, timings["request-steady"][-len(posted):],
+                                          strict=True):
+                queued = worker.get(report_id, (0.0, 0.0))
+                timings["tier-steady"].append((request[0] + queued[0], request[1] + queued[1]))
     return timings
 
 
-def baseline(report_ids: list[str]) -> list[float]:
-    """Seconds of the bare in-memory ``kb.evaluate(ctx)`` per first report of each host."""
+def work(report_id: str, timings: dict[str, list[tuple[float, float]]]) -> tuple[float, float]:
+    """The worker's task on one report (``audit.tasks.evaluate_report``): derive (timed as
+    "derive"), evaluate (timed by cadence: "full", "metrics", "config", "skip"), arm the
+    steady lane, then store the upgrade plans of servers whose config rules ran ("plan",
+    or "plan-copy" when an identical configuration's plans were copied: advice's receiver,
+    its own task). Returns ``(wall_s, cpu_s)`` of derive + evaluate + arm."""
+    from advice.plans import store_plans
+    from audit.evaluation import evaluate_report
+    from audit.lane import arm_lane
+    from fleet.recording import derive_report
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    derive_report(report_id)
+    derived = (time.perf_counter() - wall, time.process_time() - cpu)
+    timings["derive"].append(derived)
+    wall, cpu = time.perf_counter(), time.process_time()
+    outcomes = evaluate_report(report_id)
+    arm_lane(report_id)
+    evaluated = (time.perf_counter() - wall, time.process_time() - cpu)
+    cadences = sorted({c for o in outcomes or [] for c in o.cadences})
+    kind = {("config", "metrics"): "full", ("metrics",): "metrics",
+            ("config",): "config"}.get(tuple(cadences), "skip")
+    timings[kind].append(evaluated)
+    configured = [o.server_id for o in outcomes or [] if "config" in o.cadences]
+    if configured:  # what the task's findings_evaluated receiver does next (advice)
+        wall, cpu = time.perf_counter(), time.process_time()
+        planned = store_plans(report_id, configured)
+        timings["plan" if planned else "plan-copy"].append(
+            (time.perf_counter() - wall, time.process_time() - cpu))
+    return derived[0] + evaluated[0], derived[1] + evaluated[1]
+
+
+def baseline() -> list[float]:
+    """Seconds of the bare in-memory ``kb.evaluate(ctx)`` on each host's first report."""
     from audit.kb.context import build_contexts
     from audit.rulebook import current_knowledge_base
     from fleet.models import Report
 
     kb = current_knowledge_base()
     seen, times = set(), []
-    for report in Report.objects.filter(report_id__in=report_ids).order_by("collected_at"):
-        if report.host_id in seen:
+    for row in Report.objects.order_by("collected_at"):
+        if row.host_id in seen:
             continue
-        seen.add(report.host_id)
-        ctx = build_contexts(report.raw, [])[0]
+        seen.add(row.host_id)
+        ctx = build_contexts(row.raw, [])[0]
         start = time.perf_counter()
         kb.evaluate(ctx)
         times.append(time.perf_counter() - start)
     return times
 
 
-def fleet_cost(per_kind: dict[str, float], changes_per_day: float) -> None:
-    """Print the steady-state evaluation load of :data:`FLEET_HOSTS` hosts in cores."""
+def mean(values: list[float]) -> float:
+    """Arithmetic mean (0.0 for none): amortised costs, where the one report in ten whose
+    metric rules are due counts with its weight."""
+    return sum(values) / len(values) if values else 0.0
+
+
+def report(name: str, timings: dict[str, list[tuple[float, float]]], bare: float,
+           changes_per_day: float) -> dict[str, float]:
+    """Print one run's medians per kind and its steady-report costs; returns the means."""
+    print(f"{name}:")
+    for kind in ("request", "request-steady", "lane", "derive", "full", "metrics", "config",
+                 "skip", "plan", "plan-copy"):
+        rows = timings.get(kind, [])
+        if not rows:
+            continue
+        wall, cpu = median([w for w, _ in rows]), median([c for _, c in rows])
+        print(f"  {kind:<14} n={len(rows):4d}  median {wall * 1000:7.2f} ms wall, "
+              f"{cpu * 1000:7.2f} ms CPU ({wall / bare:5.1f}x the bare KB's wall)")
+    steady = mean([c for _, c in timings["steady"]])
+    tier = mean([c for _, c in timings["tier-steady"]])
+    request = mean([c for _, c in timings["request-steady"]])
     reports_per_s = FLEET_HOSTS / INTERVAL_S
-    metrics_share = INTERVAL_S / METRICS_INTERVAL_S  # one report in 10 runs metric rules
-    full_per_s = FLEET_HOSTS * changes_per_day / 86400
-    core_s = (reports_per_s * (metrics_share * per_kind["metrics"]
-                               + (1 - metrics_share) * per_kind["skip"])
-              + full_per_s * (per_kind["full"] - per_kind["metrics"]))
-    naive = reports_per_s * per_kind["full"]
-    # The worker also derives every report (servers, GPUs, samples, one /metrics parse) and
-    # plans each configuration change: the whole evaluate tier, not the evaluation alone.
-    worker_s = (core_s + reports_per_s * per_kind.get("derive", 0.0)
-                + full_per_s * per_kind.get("plan", 0.0))
-    print(f"10,000-host fleet, 30 s interval ({reports_per_s:.0f} reports/s), metric rules "
-          f"every {METRICS_INTERVAL_S} s, {changes_per_day:g} config change/server/day: "
-          f"{core_s:.2f} core-seconds per second (= cores busy, database time included); "
-          f"evaluating every rule on every report would need {naive:.1f}; with derivation "
-          f"and planning the worker tier needs {worker_s:.1f}")
-
-
-def steady_cost(timings: dict[str, list[tuple[float, float]]]) -> None:
-    """Print derive + evaluate CPU per steady report (nothing changed but metrics): the
-    mean over the cadence mix, one report in ``METRICS_INTERVAL_S / INTERVAL_S`` running
-    the metric rules, the others nothing due."""
-    skip, metrics = timings.get("steady-skip"), timings.get("steady-metrics")
-    if not skip:
-        return
-    share = INTERVAL_S / METRICS_INTERVAL_S
-    skip_cpu = median([c for _, c in skip])
-    metrics_cpu = median([c for _, c in metrics]) if metrics else skip_cpu
-    mean_cpu = (1 - share) * skip_cpu + share * metrics_cpu
-    print(f"  steady report, derive + evaluate: {skip_cpu * 1000:.2f} ms CPU (nothing due, "
-          f"n={len(skip)}), {metrics_cpu * 1000:.2f} ms CPU (metric rules due, "
-          f"n={len(metrics or [])}); cadence mix {mean_cpu * 1000:.2f} ms CPU/report -> "
-          f"{FLEET_HOSTS / INTERVAL_S * mean_cpu:.2f} worker cores for {FLEET_HOSTS:,} hosts "
-          f"at {INTERVAL_S} s")
+    # A configuration change costs a full evaluation and a planning on top of the steady one.
+    changes = FLEET_HOSTS * changes_per_day / 86400 * sum(
+        median([c for _, c in timings.get(kind) or [(0.0, 0.0)]]) for kind in ("full", "plan"))
+    print(f"  steady report (nothing changed but metrics; one in "
+          f"{METRICS_INTERVAL_S // INTERVAL_S} has its metric rules due), mean CPU: derive + "
+          f"evaluate {steady * 1000:.2f} ms; the request {request * 1000:.2f} ms; the whole "
+          f"steady tier (request + worker) {tier * 1000:.2f} ms -> {reports_per_s * tier:.2f} "
+          f"cores for {FLEET_HOSTS:,} hosts at {INTERVAL_S} s, "
+          f"+{changes:.2f} for {changes_per_day:g} configuration change/server/day")
+    return {"steady": steady, "tier": tier, "request": request}
 
 
 def run(args: argparse.Namespace) -> None:
-    """Ingest, evaluate, print medians, ratios and the fleet cost."""
+    """Ingest and work cycle by cycle, the lane off then on, on separate hosts of one
+    database; print medians, the steady costs and their ratio."""
     print(f"evaluation benchmark on {machine_note()}")
     with bench_database("fleet_bench_eval") as db_url:
         setup_django(bench_env(db_url))
         flush_redis()
-        report_ids = ingest(enroll_hosts(args.hosts), args.reports, args.metrics_form)
-        flush_redis()  # the API queued every report for a worker that is not running
+        hosts = enroll_hosts(2 * args.hosts)
+        off = cycles(hosts[:args.hosts], args.reports, args.metrics_form, lane=False)
         if args.profile:
             import cProfile
             import pstats
 
             profiler = cProfile.Profile(time.process_time)  # CPU, not wall
-            timings = profiler.runcall(evaluate_all, report_ids)
+            on = profiler.runcall(cycles, hosts[args.hosts:], args.reports,
+                                  args.metrics_form, True)
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
         else:
-            timings = evaluate_all(report_ids)
-        bare = median(baseline(report_ids))
-        per_kind = {}
-        for kind in ("derive", "full", "metrics", "config", "skip", "plan", "plan-copy"):
-            rows = timings.get(kind, [])
-            if not rows:
-                continue
-            wall, cpu = median([w for w, _ in rows]), median([c for _, c in rows])
-            per_kind[kind] = wall
-            print(f"  {kind:<8} n={len(rows):4d}  median {wall * 1000:7.2f} ms wall, "
-                  f"{cpu * 1000:7.2f} ms CPU  -> {1 / wall:7.1f} server-evaluations/s per "
-                  f"core; {wall / bare:5.1f}x the bare KB")
-        print(f"  baseline: bare kb.evaluate(ctx), all rules, in memory: median "
-              f"{bare * 1000:.2f} ms -> {1 / bare:.0f}/s per core")
-        if {"full", "metrics", "skip"} <= per_kind.keys():
-            fleet_cost(per_kind, args.config_changes_per_day)
-        steady_cost(timings)
+            on = cycles(hosts[args.hosts:], args.reports, args.metrics_form, lane=True)
+        bare = median(baseline())
+        print(f"baseline: bare kb.evaluate(ctx), all rules, in memory: median "
+              f"{bare * 1000:.2f} ms")
+        before = report("steady lane off (every report through the worker)", off, bare,
+                        args.config_changes_per_day)
+        after = report("steady lane on", on, bare, args.config_changes_per_day)
+        print(f"lane on / off, same run: derive + evaluate "
+              f"{after['steady'] / before['steady']:.2f}x, whole steady tier "
+              f"{after['tier'] / before['tier']:.2f}x")
         flush_redis()
 
 
@@ -212,10 +253,10 @@ def main() -> None:
     """Parse arguments and run."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hosts", type=int, default=24)
-    parser.add_argument("--reports", type=int, default=11, help="reports per host, 30 s apart")
+    parser.add_argument("--reports", type=int, default=21, help="reports per host, 30 s apart")
     parser.add_argument("--config-changes-per-day", type=float, default=1.0)
     parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="profile the worker steps (cProfile), print the top N by "
+                        help="profile the lane-on run (cProfile, CPU), print the top N by "
                              "cumulative time")
     parser.add_argument("--metrics-form", choices=("compact", "text"), default="compact",
                         help="compact: newer agents (numbers after the first report); "

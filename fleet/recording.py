@@ -171,6 +171,8 @@ def derive_report(report_id: Any) -> bool:
     and a worker killed half-way leaves nothing (the redelivered task starts again).
     Returns True when this call derived it; False when it is gone or already derived.
     """
+    if _already_derived(report_id):
+        return False  # the steady lane derived it in the request, or a first delivery did
     with transaction.atomic():
         # Blocking (not SKIP LOCKED): a second delivery waits for the first to commit, then
         # finds the row derived and goes on to the evaluation, which needs it derived.
@@ -186,6 +188,16 @@ def derive_report(report_id: Any) -> bool:
         report.derived_at = timezone.now()
         report.save(update_fields=["derived_at", "keep", "keep_reason"])
     return True
+
+
+def _already_derived(report_id: Any) -> bool:
+    """True when the report exists and is derived: one indexed read, no lock and no
+    transaction (``derived_at`` is only ever set, so an unlocked "derived" stays true)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT derived_at IS NOT NULL FROM fleet_report WHERE report_id = %s",
+                       [str(report_id)])
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def apply_report(host: Host, wire: WireReport, report: Report) -> None:
