@@ -1,35 +1,37 @@
-"""Benchmark: evaluation throughput per core, and the steady-state cost of a 10,000-host fleet.
+"""Benchmark: what a steady report costs the worker and the whole steady tier, the steady
+lane off and on, and the steady-state cost of a 10,000-host fleet.
 
-Not a test. Reports are ingested through the real API (in-process WSGI client, dedicated
-database ``fleet_bench_eval``, Redis db 11 as the broker the enqueue talks to, no worker),
-then the worker's two steps run in this one process, one report at a time
-(``fleet.recording.derive_report``, timed as "derive", then ``audit.evaluation.evaluate_report``):
-one Python thread is one core (PostgreSQL runs on the other core; its time counts as wall).
+Not a test. Each cycle every host posts one report through the real API (in-process WSGI
+client, dedicated database ``fleet_bench_eval``, Redis db 11 as the broker the enqueue
+talks to), then the worker's task runs in this one process on what the cycle queued, one
+report at a time, as a worker that keeps up would (``fleet.recording.derive_report``, timed
+as "derive", ``audit.evaluation.evaluate_report`` and the arming of the steady lane, timed
+by cadence): one Python thread is one core (PostgreSQL runs on the other core; its time
+counts as wall, not CPU).
 
-Each host sends ``--reports`` reports 30 s apart (agent default interval), so with the
-default ``AUDIT_METRICS_INTERVAL_S=300`` the cadence split shows up by itself:
+Reports are 30 s apart (the agent's default interval), so with the default
+``AUDIT_METRICS_INTERVAL_S=300`` the cadence split shows up by itself:
 
 * the host's first report: config + metric rules (findings opened) - "full";
-* reports 2..10: nothing due (fingerprint unchanged, metric window not reached) - "skip";
-* report 11 (300 s later): metric rules only - "metrics".
+* later reports: nothing due ("skip"), or, every 300 s, the metric rules - "metrics";
+* with the steady lane on (``fleet.lane``), later reports are applied in the request
+  ("lane": the lane's part of the request, i.e. the derivation) and only those whose metric
+  rules are due reach the worker, already derived.
 
 After a report whose config rules ran, the upgrade plans of those servers are stored
-(``advice.plans.store_plans``, what ``audit.tasks.evaluate_report``'s receiver does): "plan"
-when the configuration was evaluated for every release the KB knows, "plan-copy" when an
-identical configuration's plans were copied (hosts share the capture's argv).
+(``advice.plans.store_plans``): "plan", or "plan-copy" when an identical configuration's
+plans were copied (hosts share the capture's argv).
 
-Baseline measured in the same run: ``KnowledgeBase.evaluate(ctx)`` on the same contexts,
-in memory (no database, no findings): the ratio says what the database work adds.
+Both runs, the lane off (every report through the worker: the baseline) and on, use the same
+database and report generator on separate hosts, in the same process. Printed per run:
+medians per kind, then per steady report (a host's later report; means, so the one report
+in ten with metric rules due counts with its weight) the CPU of derive + evaluate, of the
+request, and of the whole steady tier (request + worker), with the cores that makes for
+10,000 hosts at 30 s (333 reports/s) plus ``--config-changes-per-day`` full evaluations and
+plannings per server; and the on/off ratios. ``--metrics-form text`` replays older agents
+(raw text every report: the lane is closed to them).
 
-The fleet cost assumes one vLLM server per host, a 30 s report interval (333 reports/s)
-and ``--config-changes-per-day`` fingerprint changes per server (restarts, upgrades,
-flag edits; default 1).
-
-A steady report (nothing changed but metrics) is timed as derive + evaluate CPU and printed
-per cadence ("steady report"); ``--metrics-form text`` replays older agents (raw text every
-report) for comparison.
-
-Run: ``.venv/bin/python bench/evaluation_throughput.py [--hosts 24 --reports 11]``.
+Run: ``.venv/bin/python bench/evaluation_throughput.py [--hosts 24 --reports 21]``.
 """
 
 from __future__ import annotations

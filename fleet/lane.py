@@ -163,9 +163,7 @@ def apply(host_id: int, wire: Any, raw: dict[str, Any], key: str,
               "raw": json.dumps(raw), "due": due, "key": key,
               "servers": json.dumps(servers, default=_iso),
               "samples": json.dumps(samples, default=_iso), "gpus": json.dumps(gpus)}
-    with connection.cursor() as cursor:
-        cursor.execute(_WRITE_SQL, params)
-        row = cursor.fetchone()
+    row = _fetchone(_WRITE_SQL, params)
     if row is None:
         return None  # a duplicate report_id: the long way answers it as one
     report_pk, derived = row
@@ -178,9 +176,7 @@ def _plan(host_id: int, wire: Any, key: str,
     for :data:`_WRITE_SQL`, or None when the lane is closed for this report."""
     if wire.failed_starts or not wire.servers:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(_LANE_SQL, [host_id])
-        found = cursor.fetchone()
+    found = _fetchone(_LANE_SQL, [host_id])
     if found is None:
         return None
     lane_key, until, lane_servers, lane_gpus, last_collected, pending, running = found
@@ -219,6 +215,18 @@ def _plan(host_id: int, wire: Any, key: str,
                      "utilization_pct": info.utilization_gpu_pct,
                      "temperature_c": info.temperature_c, "power_draw_w": info.power_draw_w})
     return last_collected, at >= until, servers, samples, gpus
+
+
+def _fetchone(sql: str, params: Any) -> tuple | None:
+    """The first row of ``sql``, run as a prepared statement with parameters bound by the
+    server (a plain psycopg cursor: Django's quotes the report's JSON into the SQL text in
+    Python, and plans the statement on every report). Raises Django's database errors."""
+    import psycopg
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        return cursor.fetchone()
 
 
 def _rows(value: Any) -> list:
