@@ -59,8 +59,6 @@ _CLEAN_ENTRY_CHARS = 8192
 _CLEAN_BUDGET_CHARS = 4 * 1024 * 1024
 _clean_chars = 0
 
-#: The content of a JSON string token as ``json.dumps`` writes it (escapes included).
-_JSON_STRING = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"')
 _ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
 
 
@@ -89,8 +87,9 @@ def _clean_text(text: str) -> bool:
 def _all_clean(value: Any) -> bool:
     """True when :func:`_clean_text` holds for every string of JSON-like ``value``, keys
     included: then :func:`_strings` would return an equal copy. Each distinct string is
-    judged once, read off ``json.dumps``' text (a string with an escape in it, or a value
-    ``json`` cannot write, answers False: the caller then redacts string by string)."""
+    judged once, read off ``json.dumps``' text: without a backslash in it, every other piece
+    between quotes is one string. A string with an escape, or a value ``json`` cannot write,
+    answers False: the caller then redacts string by string."""
     if isinstance(value, str):
         return _clean_text(value)
     if value is None or isinstance(value, bool | int | float):
@@ -99,10 +98,10 @@ def _all_clean(value: Any) -> bool:
         text = _ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError):
         return False
-    # Without a backslash no string holds a quote or an escape: every other piece is one.
-    strings = _JSON_STRING.findall(text) if "\\" in text else text.split('"')[1::2]
-    unknown = set(strings).difference(_CLEAN)
-    return all("\\" not in token and _clean_text(token) for token in unknown)
+    if "\\" in text:  # an escape: the strings are not the text's pieces
+        return False
+    unknown = set(text.split('"')[1::2]).difference(_CLEAN)
+    return all(_clean_text(token) for token in unknown)
 
 
 def _unless_clean(rule: Any, key: Any, chars: int, value: Any, found: set[str]) -> Any:

@@ -108,8 +108,6 @@ def json_problems(data: Any, max_depth: int = MAX_JSON_DEPTH) -> list[dict[str, 
     return problems
 
 
-#: A JSON string token as ``json.dumps`` writes it (escapes included).
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 #: Deletes what JSON text holds outside its strings (numbers, literals, separators) but the
 #: brackets; anything left that is not a bracket keeps the skeleton from peeling to nothing.
 _KEEP_BRACKETS = {c: None for c in range(128) if chr(c) not in "[]{}"}
@@ -136,8 +134,9 @@ def _plainly_clean(data: Any, max_depth: int) -> bool:
             text.encode("utf-8")
         except UnicodeEncodeError:
             return False
-    # Without a backslash no string holds a quote: every other piece is outside the strings.
-    outside = _JSON_STRING.sub("", text) if "\\" in text else "".join(text.split('"')[::2])
+    if "\\" in text:  # escapes pair from the left: drop \\ pairs, then escaped quotes
+        text = text.replace("\\\\", "").replace('\\"', "")
+    outside = "".join(text.split('"')[::2])  # no quote left inside a string
     skeleton = outside.translate(_KEEP_BRACKETS)
     for _ in range(max_depth):
         if not skeleton:
