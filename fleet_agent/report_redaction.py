@@ -24,6 +24,7 @@ schema to refuse, and hostile nesting is walked iteratively (:func:`map_json`).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -46,8 +47,85 @@ MODEL_FILE_DOCUMENTS = ("config", "generation_config", "quantization_config",
                         "hf_quant_config")
 
 
+#: What the rules here are known to leave as they are, finding nothing (each rule is a pure
+#: function of its input): strings under :func:`~fleet_agent.redact.redact_text` (metric and
+#: label names, model names, bucket bounds, versions), and ``("argv", words)`` /
+#: ``("env", items)`` of command lines and environments already redacted by the agent. A
+#: fleet sends the same ones in every report. Never holds a secret (a value with one in it is
+#: not clean). Bounded: an entry of at most :data:`_CLEAN_ENTRY_CHARS` characters, and
+#: emptied once :data:`_CLEAN_BUDGET_CHARS` are held, however hostile the reports.
+_CLEAN: set[Any] = set()
+_CLEAN_ENTRY_CHARS = 8192
+_CLEAN_BUDGET_CHARS = 4 * 1024 * 1024
+_clean_chars = 0
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+
+
+def _remember_clean(key: Any, chars: int) -> None:
+    global _clean_chars
+    if chars > _CLEAN_ENTRY_CHARS:
+        return
+    if _clean_chars + chars > _CLEAN_BUDGET_CHARS:
+        _CLEAN.clear()
+        _clean_chars = 0
+    _CLEAN.add(key)
+    _clean_chars += chars
+
+
+def _clean_text(text: str) -> bool:
+    """True when ``redact_text(text)`` is ``text`` and removes no secret."""
+    if text in _CLEAN:
+        return True
+    probe: set[str] = set()
+    if redact_text(text, probe) != text or probe:
+        return False
+    _remember_clean(text, len(text))
+    return True
+
+
+def _all_clean(value: Any) -> bool:
+    """True when :func:`_clean_text` holds for every string of JSON-like ``value``, keys
+    included: then :func:`_strings` would return an equal copy. Each distinct string is
+    judged once, read off ``json.dumps``' text: without a backslash in it, every other piece
+    between quotes is one string. A string with an escape, or a value ``json`` cannot write,
+    answers False: the caller then redacts string by string."""
+    if isinstance(value, str):
+        return _clean_text(value)
+    if value is None or isinstance(value, bool | int | float):
+        return True
+    try:
+        text = _ENCODER.encode(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    if "\\" in text:  # an escape: the strings are not the text's pieces
+        return False
+    unknown = set(text.split('"')[1::2]).difference(_CLEAN)
+    return all(_clean_text(token) for token in unknown)
+
+
+def _unless_clean(rule: Any, key: Any, chars: int, value: Any, found: set[str]) -> Any:
+    """``rule(value, found)``, or ``value`` itself when ``key`` (``value`` made hashable,
+    ``chars`` long) is known clean; a call that changes nothing and finds nothing makes it
+    known."""
+    if key in _CLEAN:
+        return value
+    probe: set[str] = set()
+    out = rule(value, probe)
+    if out == value and not probe:
+        _remember_clean(key, chars)
+        return value
+    found |= probe
+    return out
+
+
 def _strings(value: Any, found: set[str], rule: Any = redact_text) -> Any:
-    """``value`` with ``rule`` applied to every string in it (keys included)."""
+    """``value`` with ``rule`` applied to every string in it (keys included); ``value``
+    itself when ``rule`` is ``redact_text`` and would change nothing (:func:`_all_clean`)."""
+    if rule is redact_text:
+        if _all_clean(value):
+            return value
+        return map_json(value, lambda text: text if text in _CLEAN else redact_text(text, found))
     return map_json(value, lambda text: rule(text, found))
 
 
@@ -60,7 +138,7 @@ def _lines(value: Any, found: set[str]) -> Any:
 
 def _argv(value: Any, found: set[str]) -> Any:
     if isinstance(value, list) and all(isinstance(w, str) for w in value):
-        return redact_argv(value, found)
+        return _unless_clean(redact_argv, ("argv", *value), sum(map(len, value)), value, found)
     return _strings(value, found)
 
 
@@ -90,7 +168,9 @@ def _each(rule: Any) -> Any:
 
 def _env(value: Any, found: set[str]) -> Any:
     if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
-        return redact_env({str(k): v for k, v in value.items()}, found)
+        env = {str(k): v for k, v in value.items()}
+        return _unless_clean(redact_env, ("env", *env.items()),
+                             sum(len(k) + len(v) for k, v in env.items()), env, found)
     return _strings(value, found)
 
 
