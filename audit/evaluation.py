@@ -62,12 +62,14 @@ def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
             claimed = steady.claim(report_id)
             if claimed is None:
                 return None
-            outcomes = steady.nothing_due(current_knowledge_base(), claimed, future_cutoff(),
-                                          _metrics_interval_s(), _identity, config_fingerprint)
+            kb = current_knowledge_base()
+            outcomes = steady.nothing_due(kb, claimed, future_cutoff(), _metrics_interval_s(),
+                                          _identity, config_fingerprint)
             if outcomes is not None:
                 return outcomes
             report = Report.objects.get(pk=claimed.id)  # both rows are locked already
             host = Host.objects.get(pk=claimed.host_id)
+            report._steady = _Known(kb, claimed)  # what the full path need not read again
         else:
             report = (Report.objects.select_for_update(skip_locked=True)
                       .filter(report_id=report_id, evaluated_at=None).first())
@@ -107,19 +109,34 @@ def record_failure(report_id: Any, exc: BaseException) -> bool:
     return gave_up
 
 
+class _Known(NamedTuple):
+    """What the PostgreSQL path read before deciding that something is due (on the report
+    as ``_steady``): the knowledge base and the claim, with the host's newest evaluated
+    report and whether a server has a failed start (:class:`audit.steady.Claim`)."""
+
+    kb: Any
+    claim: steady.Claim
+
+
 def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
-    newest = (Report.objects.filter(host=host, evaluated_at__isnull=False,
-                                    collected_at__lte=future_cutoff())
-              .order_by("-collected_at").values_list("collected_at", flat=True).first())
+    known: _Known | None = getattr(report, "_steady", None)
+    if known is None:
+        newest = (Report.objects.filter(host=host, evaluated_at__isnull=False,
+                                        collected_at__lte=future_cutoff())
+                  .order_by("-collected_at").values_list("collected_at", flat=True).first())
+    else:  # read after the host lock, in this transaction: nobody evaluated since
+        newest = known.claim.newest
     if newest is not None and report.collected_at < newest:
         return []  # a late replay: history is stored, current findings stay as they are
-    kb = current_knowledge_base()
-    # Without its raw body: only a context built for a server with rules due reads it
-    # (the nothing-due path must not load and decode a second 50 KB report).
+    kb = current_knowledge_base() if known is None else known.kb
     previous = (Report.objects.filter(host=host, collected_at__lt=report.collected_at)
-                .order_by("-collected_at").defer("raw").first())
+                .order_by("-collected_at"))
+    # Without its raw body unless something is known to be due: only a context built for a
+    # server with rules due reads it (the nothing-due path must not load and decode a
+    # second 50 KB report), and a deferred field costs a second query when it is read.
+    previous = (previous if known is not None else previous.defer("raw")).first()
     contexts = _LazyContexts(report, previous)
-    servers = {s.identity: s for s in host.servers.all()}
+    servers = {s.identity: s for s in host.servers.select_related("audit_state")}
     outcomes = []
     for index, raw_server in enumerate(report.raw.get("servers") or []):
         server = servers.get(_identity(raw_server))
@@ -127,7 +144,8 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
             continue
         outcomes.append(_evaluate_server(kb, server, report, index, contexts, previous))
 
-    outcomes.extend(evaluate_failed_starts(kb, host, report))
+    if known is None or known.claim.failed_start:  # else no server of the host has one
+        outcomes.extend(evaluate_failed_starts(kb, host, report))
     return outcomes
 
 
@@ -168,7 +186,10 @@ class _LazyContexts:
 def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
                      contexts: _LazyContexts, previous: Report | None) -> ServerOutcome:
     raw_server = report.raw["servers"][index]
-    state, _ = ServerAuditState.objects.get_or_create(server=server)
+    try:
+        state = server.audit_state  # selected with the servers
+    except ServerAuditState.DoesNotExist:
+        state = ServerAuditState.objects.create(server=server)
     fingerprint = config_fingerprint(raw_server, report.raw.get("gpus") or [], kb.version)
     run_config = fingerprint != state.config_fingerprint
     run_metrics = run_config or _metrics_due(state, report.collected_at)
@@ -182,11 +203,14 @@ def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
     initial = server.first_seen >= report.collected_at
     _apply(server, report, kb, cadences, results, outcome, initial)
     _server_events(server, report, ctx, kb, outcome, initial)
+    changed = []
     if run_config:
         state.config_fingerprint, state.config_evaluated_at = fingerprint, report.collected_at
+        changed += ["config_fingerprint", "config_evaluated_at"]
     if run_metrics:
         state.metrics_evaluated_at, state.metrics_baseline = report.collected_at, report
-    state.save()
+        changed += ["metrics_evaluated_at", "metrics_baseline"]
+    state.save(update_fields=changed)
     return outcome
 
 
@@ -217,6 +241,10 @@ def _still_seen(server: Server, report: Report, kb: Any, skipped: set[str]) -> N
     is ``AUDIT_FINDING_SEEN_REFRESH_S`` old (bounded staleness, :mod:`audit.steady`)."""
     if not skipped:
         return
+    if steady.supported():  # one statement, the rule ids bound as one string
+        steady.refresh_seen(server.pk, report.pk, report.collected_at,
+                            steady.rule_ids(kb, tuple(sorted(skipped))))
+        return
     rule_ids = [rule.id for rule in kb.rules if rule.cadence in skipped]
     stale = report.collected_at - timedelta(seconds=steady.seen_refresh_s())
     server.findings.active().filter(rule_id__in=rule_ids, last_seen__lte=stale).update(
@@ -229,10 +257,10 @@ def _run(kb: Any, cadences: list[str], ctx: dict, contexts: _LazyContexts, index
     # or metrics alone.
     if "config" in cadences:
         return kb.evaluate(ctx)
-    baseline = state.metrics_baseline
-    if baseline is not None and previous is not None and baseline.pk != previous.pk:
+    baseline = state.metrics_baseline_id
+    if baseline is not None and previous is not None and baseline != previous.pk:
         # The metric window runs from the last metric evaluation to this report.
-        ctx = contexts.for_history(index, baseline)
+        ctx = contexts.for_history(index, state.metrics_baseline)
     return kb.evaluate(ctx, cadence="metrics")
 
 
@@ -277,16 +305,32 @@ def _apply(server: Server, report: Report, kb: Any, cadences: list[str],
         RuleFailure.objects.create(server=server, report=report, rule_id=failure.rule_id,
                                    error=failure.error[:4000])
         outcome.failures.append(failure.rule_id)
-    known = {rule.id: rule.cadence for rule in kb.rules}
+    known = _cadences(kb)
+    active = {}
     for finding in server.findings.active():
         cadence = known.get(finding.rule_id)
         in_scope = cadence in cadences or (cadence is None and "config" in cadences)
         if in_scope and finding.rule_id not in fired and finding.rule_id not in failed:
             finding.resolve(at)
             outcome.resolved.append(finding.rule_id)
-    active = {f.rule_id: f for f in server.findings.active()}
+        else:  # still active, in the same order a second read would give
+            active[finding.rule_id] = finding
     for rule_id, result in fired.items():
         upsert_finding(server, report, result, active.get(rule_id), kb.version, initial, outcome)
+
+
+_CADENCES: dict[tuple[int, str], dict[str, str]] = {}
+
+
+def _cadences(kb: Any) -> dict[str, str]:
+    """``{rule id: cadence}`` of ``kb``, kept per loaded knowledge base (the newest few)."""
+    key = (id(kb), kb.version)
+    found = _CADENCES.get(key)
+    if found is None:
+        if len(_CADENCES) > 16:
+            _CADENCES.clear()
+        found = _CADENCES[key] = {rule.id: rule.cadence for rule in kb.rules}
+    return found
 
 
 def _server_events(server: Server, report: Report, ctx: dict, kb: Any,
@@ -314,9 +358,13 @@ def _changes_since_last_evaluation(server: Server, report: Report,
     """``kind`` changes recorded by this report and by the host's reports collected since
     the last evaluated one, oldest first. Those reports are skipped as late replays when a
     newer one is evaluated first (two workers, spool replay), so their changes count here."""
-    last = (Report.objects.filter(host_id=server.host_id, evaluated_at__isnull=False,
-                                  collected_at__lt=report.collected_at)
-            .order_by("-collected_at").values_list("collected_at", flat=True).first())
+    known: _Known | None = getattr(report, "_steady", None)
+    if known is not None:  # read after the host lock: no report was evaluated since
+        last = known.claim.last_evaluated
+    else:
+        last = (Report.objects.filter(host_id=server.host_id, evaluated_at__isnull=False,
+                                      collected_at__lt=report.collected_at)
+                .order_by("-collected_at").values_list("collected_at", flat=True).first())
     changes = ChangeEvent.objects.filter(server=server, kind=kind,
                                          report__collected_at__lte=report.collected_at)
     if last is not None:

@@ -47,7 +47,7 @@ def upsert_finding(server: Server, report: Report, result: FindingResult, findin
     for name, value in fields.items():
         setattr(finding, name, value)
     finding.severity = result.severity
-    finding.save()
+    finding.save(update_fields=[*fields, "severity"])  # the rest of the row is as read
     if old_severity != result.severity:
         finding.record(FindingEvent.Kind.SEVERITY_CHANGED, at=at,
                        payload={"old": old_severity, "new": result.severity})
