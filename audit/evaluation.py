@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -35,7 +36,7 @@ from django.utils import timezone
 
 from audit import steady
 from audit.crashloop import evaluate_failed_starts
-from audit.kb.context import build_context
+from audit.kb.context import config_part, finish_context, vllm_history
 from audit.kb.engine import Evaluation
 from audit.models import FindingEvent, RuleFailure, ServerAuditState
 from audit.outcomes import ServerOutcome, upsert_finding
@@ -166,21 +167,39 @@ def _identity(raw_server: dict) -> str:
 
 class _LazyContexts:
     """Contexts of one report, each built only when its server has rules due: in steady
-    state (no config change, metric window not elapsed) a report costs no parsing here."""
+    state (no config change, metric window not elapsed) a report costs no parsing here.
+    What reads the report alone (:func:`audit.kb.context.config_part`) is built once per
+    server, whatever the earlier report a context is built against."""
 
     def __init__(self, report: Report, previous: Report | None) -> None:
         self.report, self.previous = report, previous
         self._built: dict[int, dict] = {}
+        self._parts: dict[int, dict] = {}
 
     def __getitem__(self, index: int) -> dict:
         if index not in self._built:
             self._built[index] = self.for_history(index, self.previous)
         return self._built[index]
 
+    def _part(self, index: int) -> dict:
+        if index not in self._parts:
+            raw = self.report.raw
+            self._parts[index] = config_part(raw["servers"][index], raw)
+        return self._parts[index]
+
     def for_history(self, index: int, earlier: Report | None) -> dict:
         """Context of server ``index`` with ``earlier`` as the report before it."""
         raw = self.report.raw
-        return build_context(raw["servers"][index], raw, [earlier.raw] if earlier else [])
+        return finish_context(self._part(index), raw["servers"][index], raw,
+                              [earlier.raw] if earlier else [])
+
+    def vllm(self, index: int) -> dict:
+        """``self[index]["vllm"]`` without building the rest of that context."""
+        if index in self._built:
+            return self._built[index]["vllm"]
+        raw = self.report.raw
+        history = [self.previous.raw] if self.previous else []
+        return vllm_history(self._part(index), raw["servers"][index], history)
 
 
 def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
@@ -198,11 +217,10 @@ def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
     _still_seen(server, report, kb, {"config", "metrics"} - set(cadences))
     if not cadences:
         return outcome
-    ctx = _with_restart_history(contexts[index], server, report)
-    results = _run(kb, cadences, ctx, contexts, index, state, previous)
+    results, vllm, full = _run(kb, server, report, cadences, contexts, index, state, previous)
     initial = server.first_seen >= report.collected_at
     _apply(server, report, kb, cadences, results, outcome, initial)
-    _server_events(server, report, ctx, kb, outcome, initial)
+    _server_events(server, report, vllm, full, kb, outcome, initial)
     changed = []
     if run_config:
         state.config_fingerprint, state.config_evaluated_at = fingerprint, report.collected_at
@@ -225,15 +243,22 @@ def _with_restart_history(ctx: dict, server: Server, report: Report) -> dict:
     the last 24 h from its change history so "restarted twice" escalates (seed 000,
     "One restart = fail")."""
     vllm = ctx.get("vllm") or {}
+    counted = _restart_vllm(vllm, server, report)
+    return ctx if counted is vllm else {**ctx, "vllm": counted}
+
+
+def _restart_vllm(vllm: dict, server: Server, report: Report) -> dict:
+    """``vllm`` (a context's block, not modified) with the restarts counted over
+    :data:`RESTART_WINDOW` when it restarted (:func:`_with_restart_history`), else itself."""
     if not vllm.get("restarted"):
-        return ctx
+        return vllm
     since = report.collected_at - RESTART_WINDOW
     restarts = ChangeEvent.objects.filter(server=server, kind=ChangeEvent.Kind.RESTART,
                                           at__gt=since, at__lte=report.collected_at)
     changed = ChangeEvent.objects.filter(server=server, kind__in=_CHANGE_KINDS,
                                          at__gt=since).values("report_id")
     bare = restarts.exclude(report_id__in=changed).count()
-    return {**ctx, "vllm": {**vllm, "restarts": max(bare, vllm.get("restarts") or 0)}}
+    return {**vllm, "restarts": max(bare, vllm.get("restarts") or 0)}
 
 
 def _still_seen(server: Server, report: Report, kb: Any, skipped: set[str]) -> None:
@@ -251,17 +276,26 @@ def _still_seen(server: Server, report: Report, kb: Any, skipped: set[str]) -> N
         last_seen=report.collected_at, last_report=report)
 
 
-def _run(kb: Any, cadences: list[str], ctx: dict, contexts: _LazyContexts, index: int,
-         state: ServerAuditState, previous: Report | None) -> Evaluation:
+def _run(kb: Any, server: Server, report: Report, cadences: list[str],
+         contexts: _LazyContexts, index: int, state: ServerAuditState,
+         previous: Report | None) -> tuple[Evaluation, dict, Callable[[], dict]]:
+    """Evaluate the due rules; returns the results, the ``vllm`` block of the context against
+    the previous report (restarts counted, :func:`_with_restart_history`) and a callable
+    giving that whole context (the server's events read it)."""
     # A config change always re-runs the metric rules too, so the cadences are either both
     # or metrics alone.
-    if "config" in cadences:
-        return kb.evaluate(ctx)
     baseline = state.metrics_baseline_id
-    if baseline is not None and previous is not None and baseline != previous.pk:
-        # The metric window runs from the last metric evaluation to this report.
-        ctx = contexts.for_history(index, state.metrics_baseline)
-    return kb.evaluate(ctx, cadence="metrics")
+    if "config" in cadences or baseline is None or previous is None or baseline == previous.pk:
+        ctx = _with_restart_history(contexts[index], server, report)
+        results = kb.evaluate(ctx) if "config" in cadences else kb.evaluate(
+            ctx, cadence="metrics")
+        return results, ctx.get("vllm") or {}, lambda: ctx
+    # The metric window runs from the last metric evaluation to this report; the context
+    # against the previous report is built in full only if an event needs it.
+    results = kb.evaluate(contexts.for_history(index, state.metrics_baseline),
+                          cadence="metrics")
+    vllm = _restart_vllm(contexts.vllm(index), server, report)
+    return results, vllm, lambda: {**contexts[index], "vllm": vllm}
 
 
 def _metrics_interval_s() -> int:
@@ -333,21 +367,21 @@ def _cadences(kb: Any) -> dict[str, str]:
     return found
 
 
-def _server_events(server: Server, report: Report, ctx: dict, kb: Any,
-                   outcome: ServerOutcome, initial: bool) -> None:
-    """Events about the server itself: version change, pending upgrade, bare restart."""
+def _server_events(server: Server, report: Report, vllm: dict, ctx: Callable[[], dict],
+                   kb: Any, outcome: ServerOutcome, initial: bool) -> None:
+    """Events about the server itself: version change, pending upgrade, bare restart;
+    ``vllm`` is the block of the context ``ctx()`` (built only when a preview needs it)."""
     at = report.collected_at
     versions = _changes_since_last_evaluation(server, report, ChangeEvent.Kind.VERSION_CHANGED)
     if versions and versions[0].old_value != versions[-1].new_value:
         _event(server, FindingEvent.Kind.VERSION_CHANGED, at, initial, {
             "old": versions[0].old_value, "new": versions[-1].new_value,
             "opened": _severe(server, outcome.opened), "resolved": outcome.resolved})
-    vllm = ctx.get("vllm") or {}
     if vllm.get("pending_upgrade") and _pending_is_new(server, vllm.get("installed")):
         _event(server, FindingEvent.Kind.PENDING_UPGRADE, at, initial, {
             "running": vllm.get("version_raw") or vllm.get("version"),
             "installed": vllm.get("installed"),
-            "would_open": would_open_on(kb, ctx, vllm.get("installed"))})
+            "would_open": would_open_on(kb, ctx(), vllm.get("installed"))})
     if vllm.get("restarted_without_change"):
         _event(server, FindingEvent.Kind.RESTARTED_WITHOUT_CHANGE, at, initial,
                {"restarts": vllm.get("restarts")})

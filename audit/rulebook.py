@@ -10,6 +10,7 @@ a new version queues every host's latest report for re-evaluation.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -32,8 +33,18 @@ def rules_dir() -> Path:
 
 
 def _signature(directory: Path) -> tuple:
-    return (str(directory), *sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size)
-                                    for p in directory.glob("*.yaml")))
+    """``(directory, (name, mtime_ns, size), ...)`` of its ``*.yaml`` files, by name: one
+    ``stat`` per file (this runs on every evaluated report)."""
+    found = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.endswith(".yaml"):
+                    stat = entry.stat()  # follows a symlink, as Path.stat does
+                    found.append((entry.name, stat.st_mtime_ns, stat.st_size))
+    except FileNotFoundError:  # as an empty glob: load_rules says what is wrong
+        pass
+    return (str(directory), *sorted(found))
 
 
 def current_knowledge_base() -> KnowledgeBase:
