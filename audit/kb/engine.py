@@ -592,7 +592,7 @@ class KnowledgeBase:
         """
         if cadence is not None and cadence not in CADENCES:
             raise ValueError(f"cadence must be None, 'config' or 'metrics', not {cadence!r}")
-        activation = self._activation(ctx)
+        activation = self._activation(ctx, self._roots(cadence))
         findings: list[FindingResult] = []
         failures: list[RuleFailure] = []
         for rule in self.rules:
@@ -622,13 +622,31 @@ class KnowledgeBase:
                     message=finding.message + f" (Not yet verified on vLLM {version}: this "
                     f"knowledge base was last checked against {self.verified_through}.)")
 
-    def _activation(self, ctx: dict[str, Any]) -> cel.Context:
+    def _roots(self, cadence: str | None) -> frozenset[str]:
+        """The variables any expression of the rules of ``cadence`` (None: all) reads
+        (``cel.Program.variables()``, comprehension variables included): only those are
+        converted into the activation, the costliest step of an evaluation (the whole
+        ``flags_meta`` block alone is about half of it, and no metric rule reads it)."""
+        cache = self.__dict__.setdefault("_roots_cache", {})
+        key = (cadence, id(self.rules), len(self.rules))  # a replaced rule list reads anew
+        if key not in cache:
+            names: set[str] = set()
+            for rule in self.rules:
+                if cadence is None or rule.cadence == cadence:
+                    names.update(*(program.variables() for program in _programs(rule)))
+            cache[key] = frozenset(names)
+        return cache[key]
+
+    def _activation(self, ctx: dict[str, Any],
+                    roots: frozenset[str] | None = None) -> cel.Context:
+        """The CEL activation of ``ctx``: its blocks named in ``roots`` (None: all)."""
         vllm = dict(ctx.get("vllm") or {})
         vllm["newer_than_vetted"] = fn.version_gt(vllm.get("version"), self.verified_through)
         activation = cel.Context()
         for name, function in fn.functions(self.settings).items():
             activation.add_function(name, function)
-        activation.update({**ctx, "vllm": vllm})
+        activation.update({key: value for key, value in {**ctx, "vllm": vllm}.items()
+                           if roots is None or key in roots})
         return activation
 
 
@@ -688,6 +706,14 @@ def _merge_settings(docs: list[tuple[Path, bytes, dict[str, Any]]]) -> dict[str,
 
 
 # ----------------------------------------------------------------------------- evaluation
+
+
+def _programs(rule: Rule) -> list[cel.Program]:
+    """Every compiled expression of ``rule`` that runs against the activation."""
+    programs = [rule.condition, *(when for when, _ in rule.escalate), *rule.evidence.values()]
+    programs += [p for p in (rule.applies, rule.scope) if p is not None]
+    value = (rule.steer or {}).get("value")
+    return programs + ([value] if value is not None else [])
 
 
 def _run_rule(rule: Rule, activation: cel.Context, ctx: dict[str, Any],
