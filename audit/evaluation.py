@@ -69,7 +69,7 @@ def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
             if outcomes is not None:
                 return outcomes
             report = Report.objects.get(pk=claimed.id)  # both rows are locked already
-            host = Host.objects.get(pk=claimed.host_id)
+            host = Host.objects.only("id").get(pk=claimed.host_id)  # its servers, reports
             report._steady = _Known(kb, claimed)  # what the full path need not read again
         else:
             report = (Report.objects.select_for_update(skip_locked=True)
@@ -137,7 +137,8 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
     # second 50 KB report), and a deferred field costs a second query when it is read.
     previous = (previous if known is not None else previous.defer("raw")).first()
     contexts = _LazyContexts(report, previous)
-    servers = {s.identity: s for s in host.servers.select_related("audit_state")}
+    servers = {s.identity: s for s in host.servers.select_related("audit_state")
+               .defer(*_UNREAD_SERVER_FIELDS)}
     outcomes = []
     for index, raw_server in enumerate(report.raw.get("servers") or []):
         server = servers.get(_identity(raw_server))
@@ -148,6 +149,12 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
     if known is None or known.claim.failed_start:  # else no server of the host has one
         outcomes.extend(evaluate_failed_starts(kb, host, report))
     return outcomes
+
+
+#: Server columns the evaluation never reads (the report's own entry says it all): not
+#: decoded on every evaluation (``last_metrics_snapshot`` is a whole scrape's numbers).
+_UNREAD_SERVER_FIELDS = ("argv", "env", "model_ids", "gpu_uuids", "errors",
+                         "last_metrics_snapshot", "failed_start", "kubernetes")
 
 
 class _Slot(NamedTuple):
@@ -292,8 +299,8 @@ def _run(kb: Any, server: Server, report: Report, cadences: list[str],
         return results, ctx.get("vllm") or {}, lambda: ctx
     # The metric window runs from the last metric evaluation to this report; the context
     # against the previous report is built in full only if an event needs it.
-    results = kb.evaluate(contexts.for_history(index, state.metrics_baseline),
-                          cadence="metrics")
+    start = Report.objects.only("id", "raw").get(pk=baseline)  # its raw body alone
+    results = kb.evaluate(contexts.for_history(index, start), cadence="metrics")
     vllm = _restart_vllm(contexts.vllm(index), server, report)
     return results, vllm, lambda: {**contexts[index], "vllm": vllm}
 
@@ -387,18 +394,29 @@ def _server_events(server: Server, report: Report, vllm: dict, ctx: Callable[[],
                {"restarts": vllm.get("restarts")})
 
 
+#: The query below in one statement (the ORM's compilation of it cost more CPU than running
+#: it); PostgreSQL only (the typed NULL test).
+_CHANGES_SQL = """
+SELECT c.* FROM fleet_changeevent c JOIN fleet_report r ON r.id = c.report_id
+ WHERE c.server_id = %(server)s AND c.kind = %(kind)s AND r.collected_at <= %(at)s
+   AND (%(last)s::timestamptz IS NULL OR r.collected_at > %(last)s)
+ ORDER BY r.collected_at, c.id
+"""
+
+
 def _changes_since_last_evaluation(server: Server, report: Report,
                                     kind: str) -> list[ChangeEvent]:
     """``kind`` changes recorded by this report and by the host's reports collected since
     the last evaluated one, oldest first. Those reports are skipped as late replays when a
     newer one is evaluated first (two workers, spool replay), so their changes count here."""
     known: _Known | None = getattr(report, "_steady", None)
-    if known is not None:  # read after the host lock: no report was evaluated since
-        last = known.claim.last_evaluated
-    else:
-        last = (Report.objects.filter(host_id=server.host_id, evaluated_at__isnull=False,
-                                      collected_at__lt=report.collected_at)
-                .order_by("-collected_at").values_list("collected_at", flat=True).first())
+    if known is not None:  # PostgreSQL; read after the host lock: none was evaluated since
+        return list(ChangeEvent.objects.raw(_CHANGES_SQL, {
+            "server": server.pk, "kind": kind, "at": report.collected_at,
+            "last": known.claim.last_evaluated}))
+    last = (Report.objects.filter(host_id=server.host_id, evaluated_at__isnull=False,
+                                  collected_at__lt=report.collected_at)
+            .order_by("-collected_at").values_list("collected_at", flat=True).first())
     changes = ChangeEvent.objects.filter(server=server, kind=kind,
                                          report__collected_at__lte=report.collected_at)
     if last is not None:
