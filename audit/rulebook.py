@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.kb.engine import RULES_DIR, KnowledgeBase, load_rules  # noqa: F401 (re-exported)
-from audit.kb.paths import active_kb_dirs
+from audit.kb.paths import active_rules_dir
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ _cache: dict[str, object] = {"signature": None, "kb": None}
 def rules_dir() -> Path:
     """Where the rule files live: ``AUDIT_RULES_DIR`` when set, else the installed KB
     bundle's ``rules/``, else ``audit/rules`` (see :func:`audit.kb.paths.active_kb_dirs`)."""
-    return active_kb_dirs().rules
+    return active_rules_dir()
 
 
 def _signature(directory: Path) -> tuple:
