@@ -8,6 +8,7 @@ missing keys. ``history`` is the previous reports of the same host, oldest first
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from functools import lru_cache
@@ -24,6 +25,7 @@ from audit.kb.gpus import gpu_context
 from audit.kb.invariants import with_invariants
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
 from audit.kb.modelcfg import text_config
+from audit.kb.paths import kb_generation
 from audit.kb.perf import perf_block
 from audit.kb.probes import probes_block
 from audit.kb.servermodel import server_model
@@ -440,6 +442,26 @@ def config_part(server: dict[str, Any], report: dict[str, Any]) -> dict[str, Any
                    "started_at": server.get("started_at"), "errors": server.get("errors") or [],
                    "key": server_key(server)},
     }
+
+
+#: What :func:`config_part` reads of each report GPU (:func:`audit.kb.gpus.gpu_context`:
+#: ``server_gpus`` and ``describe``); the live readings (power, temperature, memory used,
+#: utilisation) are not read, so they are not part of :func:`config_key`.
+_GPU_FIELDS = ("uuid", "name", "memory_total_bytes", "compute_capability", "gfx_arch")
+
+
+def config_key(server: dict[str, Any], report: dict[str, Any]) -> str:
+    """A string equal for two ``(server, report)`` pairs :func:`config_part` reads alike, with
+    the same knowledge-base data: the server entry without its scrape (but with the engine's
+    cache config read from the scrape text), the GPUs' fields in :data:`_GPU_FIELDS`, what
+    :func:`host_block` reads, and :func:`audit.kb.paths.kb_generation`. A change to
+    :func:`config_part` that reads more of the report must add it here."""
+    gpus = [[g.get(f) for f in _GPU_FIELDS] if isinstance(g, dict) else g
+            for g in report.get("gpus") or []]
+    material = [{k: v for k, v in server.items() if k != "metrics"}, _engine_cache(server),
+                gpus, report.get("host"), report.get("labels"), report.get("gpu_error"),
+                kb_generation()]
+    return json.dumps(material, sort_keys=True, default=repr)
 
 
 def vllm_history(part: dict[str, Any], server: dict[str, Any],
