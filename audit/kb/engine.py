@@ -55,6 +55,7 @@ from audit.kb import cel_functions as fn
 from audit.kb.cannot_check import missing_reason, scope_text
 from audit.kb.messages import MessageFormatter
 from audit.kb.paths import active_kb_dirs, safe_load_yaml
+from audit.kb.roots import roots_of
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 SETTINGS_FILE = "_kb.yaml"
@@ -592,7 +593,7 @@ class KnowledgeBase:
         """
         if cadence is not None and cadence not in CADENCES:
             raise ValueError(f"cadence must be None, 'config' or 'metrics', not {cadence!r}")
-        activation = self._activation(ctx, self._roots(cadence))
+        activation = self._activation(ctx, roots_of(self, cadence))
         findings: list[FindingResult] = []
         failures: list[RuleFailure] = []
         for rule in self.rules:
@@ -621,21 +622,6 @@ class KnowledgeBase:
                     finding, evidence={**finding.evidence, "unverified_on": version},
                     message=finding.message + f" (Not yet verified on vLLM {version}: this "
                     f"knowledge base was last checked against {self.verified_through}.)")
-
-    def _roots(self, cadence: str | None) -> frozenset[str]:
-        """The variables any expression of the rules of ``cadence`` (None: all) reads
-        (``cel.Program.variables()``, comprehension variables included): only those are
-        converted into the activation, the costliest step of an evaluation (the whole
-        ``flags_meta`` block alone is about half of it, and no metric rule reads it)."""
-        cache = self.__dict__.setdefault("_roots_cache", {})
-        key = (cadence, id(self.rules), len(self.rules))  # a replaced rule list reads anew
-        if key not in cache:
-            names: set[str] = set()
-            for rule in self.rules:
-                if cadence is None or rule.cadence == cadence:
-                    names.update(*(program.variables() for program in _programs(rule)))
-            cache[key] = frozenset(names)
-        return cache[key]
 
     def _activation(self, ctx: dict[str, Any],
                     roots: frozenset[str] | None = None) -> cel.Context:
@@ -706,14 +692,6 @@ def _merge_settings(docs: list[tuple[Path, bytes, dict[str, Any]]]) -> dict[str,
 
 
 # ----------------------------------------------------------------------------- evaluation
-
-
-def _programs(rule: Rule) -> list[cel.Program]:
-    """Every compiled expression of ``rule`` that runs against the activation."""
-    programs = [rule.condition, *(when for when, _ in rule.escalate), *rule.evidence.values()]
-    programs += [p for p in (rule.applies, rule.scope) if p is not None]
-    value = (rule.steer or {}).get("value")
-    return programs + ([value] if value is not None else [])
 
 
 def _run_rule(rule: Rule, activation: cel.Context, ctx: dict[str, Any],
