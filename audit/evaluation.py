@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -70,7 +71,9 @@ def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
             if outcomes is not None:
                 return outcomes
             report = Report.objects.get(pk=claimed.id)  # both rows are locked already
-            host = Host.objects.only("id").get(pk=claimed.host_id)  # its servers, reports
+            # The locked host row as `.only("id")` would read it: the evaluation reads
+            # nothing of it but its id (its servers and reports).
+            host = Host.from_db(Host.objects.db, ["id"], [claimed.host_id])
             report._steady = _Known(kb, claimed)  # what the full path need not read again
         else:
             report = (Report.objects.select_for_update(skip_locked=True)
@@ -133,9 +136,10 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
     kb = current_knowledge_base() if known is None else known.kb
     previous = (Report.objects.filter(host=host, collected_at__lt=report.collected_at)
                 .order_by("-collected_at"))
-    # Without its raw body unless something is known to be due: only a context built for a
-    # server with rules due reads it (the nothing-due path must not load and decode a
-    # second 50 KB report), and a deferred field costs a second query when it is read.
+    # Without its raw body unless the PostgreSQL path found something due (or a failed
+    # start): only a context built for a server with rules due reads it (a nothing-due
+    # report must not load and decode a second 50 KB report), and a deferred field costs a
+    # second query when it is read.
     previous = (previous if known is not None else previous.defer("raw")).first()
     contexts = _LazyContexts(report, previous, kb.version)
     servers = {s.identity: s for s in host.servers.select_related("audit_state")
@@ -218,15 +222,21 @@ _PARTS: OrderedDict[tuple[str, str], dict] = OrderedDict()
 PART_CACHE_SIZE = 1024
 
 
+_PARTS_LOCK = threading.Lock()
+
+
 def _config_part(raw_server: dict, raw: dict, kb_version: str) -> dict:
     key = (config_key(raw_server, raw), kb_version)
-    part = _PARTS.get(key)
-    if part is None:
-        part = _PARTS[key] = config_part(raw_server, raw)
+    with _PARTS_LOCK:
+        part = _PARTS.get(key)
+        if part is not None:
+            _PARTS.move_to_end(key)
+            return part
+    part = config_part(raw_server, raw)
+    with _PARTS_LOCK:
+        _PARTS[key] = part
         if len(_PARTS) > PART_CACHE_SIZE:
             _PARTS.popitem(last=False)
-    else:
-        _PARTS.move_to_end(key)
     return part
 
 
