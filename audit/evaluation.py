@@ -26,6 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -35,9 +38,9 @@ from django.utils import timezone
 
 from audit import steady
 from audit.crashloop import evaluate_failed_starts
-from audit.kb.context import build_context
+from audit.kb.context import config_key, config_part, finish_context, vllm_history
 from audit.kb.engine import Evaluation
-from audit.models import FindingEvent, RuleFailure, ServerAuditState
+from audit.models import Finding, FindingEvent, RuleFailure, ServerAuditState
 from audit.outcomes import ServerOutcome, upsert_finding
 from audit.rulebook import current_knowledge_base
 from fleet.models import ChangeEvent, Host, Report, Server, future_cutoff
@@ -62,12 +65,16 @@ def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
             claimed = steady.claim(report_id)
             if claimed is None:
                 return None
-            outcomes = steady.nothing_due(current_knowledge_base(), claimed, future_cutoff(),
-                                          _metrics_interval_s(), _identity, config_fingerprint)
+            kb = current_knowledge_base()
+            outcomes = steady.nothing_due(kb, claimed, future_cutoff(), _metrics_interval_s(),
+                                          _identity, config_fingerprint)
             if outcomes is not None:
                 return outcomes
             report = Report.objects.get(pk=claimed.id)  # both rows are locked already
-            host = Host.objects.get(pk=claimed.host_id)
+            # The locked host row as `.only("id")` would read it: the evaluation reads
+            # nothing of it but its id (its servers and reports).
+            host = Host.from_db(Host.objects.db, ["id"], [claimed.host_id])
+            report._steady = _Known(kb, claimed)  # what the full path need not read again
         else:
             report = (Report.objects.select_for_update(skip_locked=True)
                       .filter(report_id=report_id, evaluated_at=None).first())
@@ -107,19 +114,36 @@ def record_failure(report_id: Any, exc: BaseException) -> bool:
     return gave_up
 
 
+class _Known(NamedTuple):
+    """What the PostgreSQL path read before deciding that something is due (on the report
+    as ``_steady``): the knowledge base and the claim, with the host's newest evaluated
+    report and whether a server has a failed start (:class:`audit.steady.Claim`)."""
+
+    kb: Any
+    claim: steady.Claim
+
+
 def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
-    newest = (Report.objects.filter(host=host, evaluated_at__isnull=False,
-                                    collected_at__lte=future_cutoff())
-              .order_by("-collected_at").values_list("collected_at", flat=True).first())
+    known: _Known | None = getattr(report, "_steady", None)
+    if known is None:
+        newest = (Report.objects.filter(host=host, evaluated_at__isnull=False,
+                                        collected_at__lte=future_cutoff())
+                  .order_by("-collected_at").values_list("collected_at", flat=True).first())
+    else:  # read after the host lock, in this transaction: nobody evaluated since
+        newest = known.claim.newest
     if newest is not None and report.collected_at < newest:
         return []  # a late replay: history is stored, current findings stay as they are
-    kb = current_knowledge_base()
-    # Without its raw body: only a context built for a server with rules due reads it
-    # (the nothing-due path must not load and decode a second 50 KB report).
+    kb = current_knowledge_base() if known is None else known.kb
     previous = (Report.objects.filter(host=host, collected_at__lt=report.collected_at)
-                .order_by("-collected_at").defer("raw").first())
-    contexts = _LazyContexts(report, previous)
-    servers = {s.identity: s for s in host.servers.all()}
+                .order_by("-collected_at"))
+    # Without its raw body unless the PostgreSQL path found something due (or a failed
+    # start): only a context built for a server with rules due reads it (a nothing-due
+    # report must not load and decode a second 50 KB report), and a deferred field costs a
+    # second query when it is read.
+    previous = (previous if known is not None else previous.defer("raw")).first()
+    contexts = _LazyContexts(report, previous, kb.version)
+    servers = {s.identity: s for s in host.servers.select_related("audit_state")
+               .defer(*_UNREAD_SERVER_FIELDS)}
     outcomes = []
     for index, raw_server in enumerate(report.raw.get("servers") or []):
         server = servers.get(_identity(raw_server))
@@ -127,8 +151,15 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
             continue
         outcomes.append(_evaluate_server(kb, server, report, index, contexts, previous))
 
-    outcomes.extend(evaluate_failed_starts(kb, host, report))
+    if known is None or known.claim.failed_start:  # else no server of the host has one
+        outcomes.extend(evaluate_failed_starts(kb, host, report))
     return outcomes
+
+
+#: Server columns the evaluation never reads (the report's own entry says it all): not
+#: decoded on every evaluation (``last_metrics_snapshot`` is a whole scrape's numbers).
+_UNREAD_SERVER_FIELDS = ("argv", "env", "model_ids", "gpu_uuids", "errors",
+                         "last_metrics_snapshot", "failed_start", "kubernetes")
 
 
 class _Slot(NamedTuple):
@@ -148,27 +179,74 @@ def _identity(raw_server: dict) -> str:
 
 class _LazyContexts:
     """Contexts of one report, each built only when its server has rules due: in steady
-    state (no config change, metric window not elapsed) a report costs no parsing here."""
+    state (no config change, metric window not elapsed) a report costs no parsing here.
+    What reads the report alone (:func:`audit.kb.context.config_part`) is built once per
+    server, whatever the earlier report a context is built against."""
 
-    def __init__(self, report: Report, previous: Report | None) -> None:
-        self.report, self.previous = report, previous
+    def __init__(self, report: Report, previous: Report | None, kb_version: str) -> None:
+        self.report, self.previous, self.kb_version = report, previous, kb_version
         self._built: dict[int, dict] = {}
+        self._parts: dict[int, dict] = {}
 
     def __getitem__(self, index: int) -> dict:
         if index not in self._built:
             self._built[index] = self.for_history(index, self.previous)
         return self._built[index]
 
+    def _part(self, index: int) -> dict:
+        if index not in self._parts:
+            raw = self.report.raw
+            self._parts[index] = _config_part(raw["servers"][index], raw, self.kb_version)
+        return self._parts[index]
+
     def for_history(self, index: int, earlier: Report | None) -> dict:
         """Context of server ``index`` with ``earlier`` as the report before it."""
         raw = self.report.raw
-        return build_context(raw["servers"][index], raw, [earlier.raw] if earlier else [])
+        return finish_context(self._part(index), raw["servers"][index], raw,
+                              [earlier.raw] if earlier else [])
+
+    def vllm(self, index: int) -> dict:
+        """``self[index]["vllm"]`` without building the rest of that context."""
+        if index in self._built:
+            return self._built[index]["vllm"]
+        raw = self.report.raw
+        history = [self.previous.raw] if self.previous else []
+        return vllm_history(self._part(index), raw["servers"][index], history)
+
+
+#: Config parts (:func:`audit.kb.context.config_part`) of the servers this process evaluated
+#: lately, by :func:`audit.kb.context.config_key` and KB version, least recently used first:
+#: a metric evaluation of a server whose configuration did not change reuses its part (a
+#: third of its CPU). Parts are shared and never modified. Bounded: about 40 KB each.
+_PARTS: OrderedDict[tuple[str, str], dict] = OrderedDict()
+PART_CACHE_SIZE = 1024
+
+
+_PARTS_LOCK = threading.Lock()
+
+
+def _config_part(raw_server: dict, raw: dict, kb_version: str) -> dict:
+    key = (config_key(raw_server, raw), kb_version)
+    with _PARTS_LOCK:
+        part = _PARTS.get(key)
+        if part is not None:
+            _PARTS.move_to_end(key)
+            return part
+    part = config_part(raw_server, raw)
+    with _PARTS_LOCK:
+        _PARTS[key] = part
+        if len(_PARTS) > PART_CACHE_SIZE:
+            _PARTS.popitem(last=False)
+    return part
 
 
 def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
                      contexts: _LazyContexts, previous: Report | None) -> ServerOutcome:
     raw_server = report.raw["servers"][index]
-    state, _ = ServerAuditState.objects.get_or_create(server=server)
+    try:
+        state = server.audit_state  # selected with the servers
+    except ServerAuditState.DoesNotExist:
+        state = ServerAuditState.objects.create(server=server)
     fingerprint = config_fingerprint(raw_server, report.raw.get("gpus") or [], kb.version)
     run_config = fingerprint != state.config_fingerprint
     run_metrics = run_config or _metrics_due(state, report.collected_at)
@@ -177,16 +255,18 @@ def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
     _still_seen(server, report, kb, {"config", "metrics"} - set(cadences))
     if not cadences:
         return outcome
-    ctx = _with_restart_history(contexts[index], server, report)
-    results = _run(kb, cadences, ctx, contexts, index, state, previous)
+    results, vllm, full = _run(kb, server, report, cadences, contexts, index, state, previous)
     initial = server.first_seen >= report.collected_at
     _apply(server, report, kb, cadences, results, outcome, initial)
-    _server_events(server, report, ctx, kb, outcome, initial)
+    _server_events(server, report, vllm, full, kb, outcome, initial)
+    changed = []
     if run_config:
         state.config_fingerprint, state.config_evaluated_at = fingerprint, report.collected_at
+        changed += ["config_fingerprint", "config_evaluated_at"]
     if run_metrics:
         state.metrics_evaluated_at, state.metrics_baseline = report.collected_at, report
-    state.save()
+        changed += ["metrics_evaluated_at", "metrics_baseline"]
+    state.save(update_fields=changed)
     return outcome
 
 
@@ -201,15 +281,22 @@ def _with_restart_history(ctx: dict, server: Server, report: Report) -> dict:
     the last 24 h from its change history so "restarted twice" escalates (seed 000,
     "One restart = fail")."""
     vllm = ctx.get("vllm") or {}
+    counted = _restart_vllm(vllm, server, report)
+    return ctx if counted is vllm else {**ctx, "vllm": counted}
+
+
+def _restart_vllm(vllm: dict, server: Server, report: Report) -> dict:
+    """``vllm`` (a context's block, not modified) with the restarts counted over
+    :data:`RESTART_WINDOW` when it restarted (:func:`_with_restart_history`), else itself."""
     if not vllm.get("restarted"):
-        return ctx
+        return vllm
     since = report.collected_at - RESTART_WINDOW
     restarts = ChangeEvent.objects.filter(server=server, kind=ChangeEvent.Kind.RESTART,
                                           at__gt=since, at__lte=report.collected_at)
     changed = ChangeEvent.objects.filter(server=server, kind__in=_CHANGE_KINDS,
                                          at__gt=since).values("report_id")
     bare = restarts.exclude(report_id__in=changed).count()
-    return {**ctx, "vllm": {**vllm, "restarts": max(bare, vllm.get("restarts") or 0)}}
+    return {**vllm, "restarts": max(bare, vllm.get("restarts") or 0)}
 
 
 def _still_seen(server: Server, report: Report, kb: Any, skipped: set[str]) -> None:
@@ -217,23 +304,36 @@ def _still_seen(server: Server, report: Report, kb: Any, skipped: set[str]) -> N
     is ``AUDIT_FINDING_SEEN_REFRESH_S`` old (bounded staleness, :mod:`audit.steady`)."""
     if not skipped:
         return
+    if steady.supported():  # one statement, the rule ids bound as one string
+        steady.refresh_seen(server.pk, report.pk, report.collected_at,
+                            steady.rule_ids(kb, tuple(sorted(skipped))))
+        return
     rule_ids = [rule.id for rule in kb.rules if rule.cadence in skipped]
     stale = report.collected_at - timedelta(seconds=steady.seen_refresh_s())
     server.findings.active().filter(rule_id__in=rule_ids, last_seen__lte=stale).update(
         last_seen=report.collected_at, last_report=report)
 
 
-def _run(kb: Any, cadences: list[str], ctx: dict, contexts: _LazyContexts, index: int,
-         state: ServerAuditState, previous: Report | None) -> Evaluation:
+def _run(kb: Any, server: Server, report: Report, cadences: list[str],
+         contexts: _LazyContexts, index: int, state: ServerAuditState,
+         previous: Report | None) -> tuple[Evaluation, dict, Callable[[], dict]]:
+    """Evaluate the due rules; returns the results, the ``vllm`` block of the context against
+    the previous report (restarts counted, :func:`_with_restart_history`) and a callable
+    giving that whole context (the server's events read it)."""
     # A config change always re-runs the metric rules too, so the cadences are either both
     # or metrics alone.
-    if "config" in cadences:
-        return kb.evaluate(ctx)
-    baseline = state.metrics_baseline
-    if baseline is not None and previous is not None and baseline.pk != previous.pk:
-        # The metric window runs from the last metric evaluation to this report.
-        ctx = contexts.for_history(index, baseline)
-    return kb.evaluate(ctx, cadence="metrics")
+    baseline = state.metrics_baseline_id
+    if "config" in cadences or baseline is None or previous is None or baseline == previous.pk:
+        ctx = _with_restart_history(contexts[index], server, report)
+        results = kb.evaluate(ctx) if "config" in cadences else kb.evaluate(
+            ctx, cadence="metrics")
+        return results, ctx.get("vllm") or {}, lambda: ctx
+    # The metric window runs from the last metric evaluation to this report; the context
+    # against the previous report is built in full only if an event needs it.
+    start = Report.objects.only("id", "raw").get(pk=baseline)  # its raw body alone
+    results = kb.evaluate(contexts.for_history(index, start), cadence="metrics")
+    vllm = _restart_vllm(contexts.vllm(index), server, report)
+    return results, vllm, lambda: {**contexts[index], "vllm": vllm}
 
 
 def _metrics_interval_s() -> int:
@@ -277,36 +377,66 @@ def _apply(server: Server, report: Report, kb: Any, cadences: list[str],
         RuleFailure.objects.create(server=server, report=report, rule_id=failure.rule_id,
                                    error=failure.error[:4000])
         outcome.failures.append(failure.rule_id)
-    known = {rule.id: rule.cadence for rule in kb.rules}
-    for finding in server.findings.active():
+    known = _cadences(kb)
+    active = {}
+    for finding in Finding.objects.raw(_ACTIVE_SQL, [server.pk]):
         cadence = known.get(finding.rule_id)
         in_scope = cadence in cadences or (cadence is None and "config" in cadences)
         if in_scope and finding.rule_id not in fired and finding.rule_id not in failed:
             finding.resolve(at)
             outcome.resolved.append(finding.rule_id)
-    active = {f.rule_id: f for f in server.findings.active()}
+        else:  # still active, in the same order a second read would give
+            active[finding.rule_id] = finding
     for rule_id, result in fired.items():
         upsert_finding(server, report, result, active.get(rule_id), kb.version, initial, outcome)
 
 
-def _server_events(server: Server, report: Report, ctx: dict, kb: Any,
-                   outcome: ServerOutcome, initial: bool) -> None:
-    """Events about the server itself: version change, pending upgrade, bare restart."""
+#: ``server.findings.active()`` (the model's order) without compiling it on every report.
+_ACTIVE_SQL = ("SELECT * FROM audit_finding WHERE server_id = %s AND status <> 'resolved' "
+               "ORDER BY last_seen DESC")
+
+_CADENCES: dict[tuple[int, str], dict[str, str]] = {}
+
+
+def _cadences(kb: Any) -> dict[str, str]:
+    """``{rule id: cadence}`` of ``kb``, kept per loaded knowledge base (the newest few)."""
+    key = (id(kb), kb.version)
+    found = _CADENCES.get(key)
+    if found is None:
+        if len(_CADENCES) > 16:
+            _CADENCES.clear()
+        found = _CADENCES[key] = {rule.id: rule.cadence for rule in kb.rules}
+    return found
+
+
+def _server_events(server: Server, report: Report, vllm: dict, ctx: Callable[[], dict],
+                   kb: Any, outcome: ServerOutcome, initial: bool) -> None:
+    """Events about the server itself: version change, pending upgrade, bare restart;
+    ``vllm`` is the block of the context ``ctx()`` (built only when a preview needs it)."""
     at = report.collected_at
     versions = _changes_since_last_evaluation(server, report, ChangeEvent.Kind.VERSION_CHANGED)
     if versions and versions[0].old_value != versions[-1].new_value:
         _event(server, FindingEvent.Kind.VERSION_CHANGED, at, initial, {
             "old": versions[0].old_value, "new": versions[-1].new_value,
             "opened": _severe(server, outcome.opened), "resolved": outcome.resolved})
-    vllm = ctx.get("vllm") or {}
     if vllm.get("pending_upgrade") and _pending_is_new(server, vllm.get("installed")):
         _event(server, FindingEvent.Kind.PENDING_UPGRADE, at, initial, {
             "running": vllm.get("version_raw") or vllm.get("version"),
             "installed": vllm.get("installed"),
-            "would_open": would_open_on(kb, ctx, vllm.get("installed"))})
+            "would_open": would_open_on(kb, ctx(), vllm.get("installed"))})
     if vllm.get("restarted_without_change"):
         _event(server, FindingEvent.Kind.RESTARTED_WITHOUT_CHANGE, at, initial,
                {"restarts": vllm.get("restarts")})
+
+
+#: The query below in one statement (the ORM's compilation of it cost more CPU than running
+#: it); PostgreSQL only (the typed NULL test).
+_CHANGES_SQL = """
+SELECT c.* FROM fleet_changeevent c JOIN fleet_report r ON r.id = c.report_id
+ WHERE c.server_id = %(server)s AND c.kind = %(kind)s AND r.collected_at <= %(at)s
+   AND (%(last)s::timestamptz IS NULL OR r.collected_at > %(last)s)
+ ORDER BY r.collected_at, c.id
+"""
 
 
 def _changes_since_last_evaluation(server: Server, report: Report,
@@ -314,6 +444,11 @@ def _changes_since_last_evaluation(server: Server, report: Report,
     """``kind`` changes recorded by this report and by the host's reports collected since
     the last evaluated one, oldest first. Those reports are skipped as late replays when a
     newer one is evaluated first (two workers, spool replay), so their changes count here."""
+    known: _Known | None = getattr(report, "_steady", None)
+    if known is not None:  # PostgreSQL; read after the host lock: none was evaluated since
+        return list(ChangeEvent.objects.raw(_CHANGES_SQL, {
+            "server": server.pk, "kind": kind, "at": report.collected_at,
+            "last": known.claim.last_evaluated}))
     last = (Report.objects.filter(host_id=server.host_id, evaluated_at__isnull=False,
                                   collected_at__lt=report.collected_at)
             .order_by("-collected_at").values_list("collected_at", flat=True).first())

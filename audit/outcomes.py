@@ -25,6 +25,10 @@ class ServerOutcome:
 
 
 
+#: Finding fields that are strings (or lists of strings) fixed by the rule and the KB.
+_TEXTS = frozenset({"kind", "title", "remediation", "references", "kb_version"})
+
+
 def upsert_finding(server: Server, report: Report, result: FindingResult, finding: Finding | None,
                    kb_version: str, initial: bool, outcome: ServerOutcome) -> None:
     """Open ``result`` as a finding of ``server`` (event OPENED) or refresh the open
@@ -44,10 +48,14 @@ def upsert_finding(server: Server, report: Report, result: FindingResult, findin
         outcome.opened.append(result.rule_id)
         return
     old_severity = finding.severity
+    # The row as read, less what this result says alike: the fixed texts of a rule are
+    # written only when they differ (plain strings, so equal means the same stored value).
+    changed = [name for name in fields
+               if name not in _TEXTS or getattr(finding, name) != fields[name]]
     for name, value in fields.items():
         setattr(finding, name, value)
     finding.severity = result.severity
-    finding.save()
+    finding.save(update_fields=[*changed, "severity"])
     if old_severity != result.severity:
         finding.record(FindingEvent.Kind.SEVERITY_CHANGED, at=at,
                        payload={"old": old_severity, "new": result.severity})

@@ -10,6 +10,7 @@ a new version queues every host's latest report for re-evaluation.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.kb.engine import RULES_DIR, KnowledgeBase, load_rules  # noqa: F401 (re-exported)
-from audit.kb.paths import active_kb_dirs
+from audit.kb.paths import active_rules_dir
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +29,22 @@ _cache: dict[str, object] = {"signature": None, "kb": None}
 def rules_dir() -> Path:
     """Where the rule files live: ``AUDIT_RULES_DIR`` when set, else the installed KB
     bundle's ``rules/``, else ``audit/rules`` (see :func:`audit.kb.paths.active_kb_dirs`)."""
-    return active_kb_dirs().rules
+    return active_rules_dir()
 
 
 def _signature(directory: Path) -> tuple:
-    return (str(directory), *sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size)
-                                    for p in directory.glob("*.yaml")))
+    """``(directory, (name, mtime_ns, size), ...)`` of its ``*.yaml`` files, by name: one
+    ``stat`` per file (this runs on every evaluated report)."""
+    found = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.endswith(".yaml"):
+                    stat = entry.stat()  # follows a symlink, as Path.stat does
+                    found.append((entry.name, stat.st_mtime_ns, stat.st_size))
+    except FileNotFoundError:  # as an empty glob: load_rules says what is wrong
+        pass
+    return (str(directory), *sorted(found))
 
 
 def current_knowledge_base() -> KnowledgeBase:

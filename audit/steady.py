@@ -59,6 +59,8 @@ SELECT
   (SELECT max(collected_at) FROM fleet_report
     WHERE host_id = %(host)s AND evaluated_at IS NOT NULL AND collected_at <= %(cutoff)s),
   EXISTS (SELECT 1 FROM fleet_server WHERE host_id = %(host)s AND failed_start IS NOT NULL),
+  (SELECT max(collected_at) FROM fleet_report
+    WHERE host_id = %(host)s AND evaluated_at IS NOT NULL AND collected_at < %(at)s),
   (SELECT coalesce(json_agg(json_build_array(
             s.id, s.identity, a.config_fingerprint,
             a.metrics_evaluated_at IS NULL
@@ -67,10 +69,19 @@ SELECT
     WHERE s.host_id = %(host)s)
 """
 
+#: The ``last_seen`` refresh of the findings of rules not due on one server (the full path's
+#: version of the CTE above).
+_SEEN_SQL = """
+UPDATE audit_finding SET last_seen = %(at)s, last_report_id = %(report)s
+ WHERE server_id = %(server)s AND status <> 'resolved'
+   AND rule_id = ANY(string_to_array(%(rules)s, ',')) AND last_seen <= %(stale)s
+"""
+
 _DONE_SQL = """
 WITH seen AS (
   UPDATE audit_finding SET last_seen = %(at)s, last_report_id = %(report)s
-   WHERE server_id = ANY(%(servers)s) AND status <> 'resolved' AND rule_id = ANY(%(rules)s)
+   WHERE server_id = ANY(%(servers)s) AND status <> 'resolved'
+     AND rule_id = ANY(string_to_array(%(rules)s, ','))
      AND last_seen <= %(stale)s
 )
 UPDATE fleet_report SET evaluated_at = %(now)s, evaluation_error = '' WHERE id = %(report)s
@@ -86,6 +97,12 @@ class Claim:
     host_id: int
     collected_at: datetime
     lite: dict[str, Any]
+    #: What :func:`nothing_due` read, for the full path when it returns None (so that path
+    #: does not read it again): the host's newest evaluated report's ``collected_at``
+    #: (any, and before this report), whether a server has a failed start.
+    newest: datetime | None = None
+    last_evaluated: datetime | None = None
+    failed_start: bool = True
 
 
 def supported() -> bool:
@@ -123,9 +140,10 @@ def nothing_due(kb: Any, found: Claim, cutoff: datetime, metrics_interval_s: int
     with connection.cursor() as cursor:
         cursor.execute(_STATE_SQL, {"host": found.host_id, "cutoff": cutoff, "at": at,
                                     "interval": metrics_interval_s})
-        newest, failed_start, rows = cursor.fetchone()
+        newest, failed_start, last_evaluated, rows = cursor.fetchone()
+    found.newest, found.last_evaluated, found.failed_start = newest, last_evaluated, failed_start
     if newest is not None and at < newest:
-        _done(found, [], [])  # a late replay: history is stored, findings stay
+        _done(found, [], "")  # a late replay: history is stored, findings stay
         return []
     if failed_start:
         return None  # crashloop.evaluate_failed_starts has work (or may): the full path
@@ -141,14 +159,40 @@ def nothing_due(kb: Any, found: Claim, cutoff: datetime, metrics_interval_s: int
         if metrics_due or not stored or fingerprint(raw_server, gpus, kb.version) != stored:
             return None
         outcomes.append(ServerOutcome(pk, []))
-    rule_ids = [rule.id for rule in kb.rules if rule.cadence in ("config", "metrics")]
-    _done(found, [o.server_id for o in outcomes], rule_ids)
+    _done(found, [o.server_id for o in outcomes], rule_ids(kb, ("config", "metrics")))
     return outcomes
 
 
-def _done(found: Claim, server_ids: list[int], rule_ids: list[str]) -> None:
+_RULE_IDS: dict[tuple[int, str, tuple[str, ...]], str] = {}
+
+
+def rule_ids(kb: Any, cadences: tuple[str, ...]) -> str:
+    """The ids of ``kb``'s rules of ``cadences``, comma-joined (ids are ``[a-z0-9-]``,
+    :data:`audit.kb.engine.ID_RE`): bound as one text parameter and split by PostgreSQL
+    (``string_to_array``), since binding ~200 strings as an array costs the worker more
+    CPU than the rest of a nothing-due report. Cached per loaded knowledge base (a new
+    version drops the old entries)."""
+    key = (id(kb), kb.version, cadences)
+    joined = _RULE_IDS.get(key)
+    if joined is None:
+        if len(_RULE_IDS) > 16:  # only a KB reload adds keys: keep the newest few
+            _RULE_IDS.clear()
+        joined = _RULE_IDS[key] = ",".join(r.id for r in kb.rules if r.cadence in cadences)
+    return joined
+
+
+def refresh_seen(server_id: int, report_id: int, at: datetime, rules: str) -> None:
+    """Refresh ``last_seen`` (and the last report) of ``server_id``'s active findings of the
+    comma-joined ``rules`` once it is :func:`seen_refresh_s` old (PostgreSQL)."""
+    stale = at - timedelta(seconds=seen_refresh_s())
+    with connection.cursor() as cursor:
+        cursor.execute(_SEEN_SQL, {"at": at, "report": report_id, "server": server_id,
+                                   "rules": rules, "stale": stale})
+
+
+def _done(found: Claim, server_ids: list[int], rules: str) -> None:
     stale = found.collected_at - timedelta(seconds=seen_refresh_s())
     with connection.cursor() as cursor:
         cursor.execute(_DONE_SQL, {"at": found.collected_at, "report": found.id,
-                                   "servers": server_ids, "rules": rule_ids, "stale": stale,
+                                   "servers": server_ids, "rules": rules, "stale": stale,
                                    "now": timezone.now()})

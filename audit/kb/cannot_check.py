@@ -25,6 +25,7 @@ from typing import Any
 
 from audit.kb import vllm_tables
 from audit.kb.metrics_names import COUNTER_SOURCES, GAUGE_SOURCES, HISTOGRAM_SOURCES
+from audit.kb.paths import per_kb
 
 _METRICS_RE = re.compile(r"(?<![\w.])metrics\s*[.\[]")
 _OPEN, _CLOSE = "([{", ")]}"
@@ -67,6 +68,7 @@ def _sources(name: str) -> list[str]:
     return [base for base, _priority in table.get(name, [])]
 
 
+@per_kb  # pure over the release tables; each "cannot check" finding asks per release
 def _exported(release: str, name: str) -> bool | None:
     """Whether ``release``'s wheel table lists a /metrics family for canonical ``name``
     (None when the name has no family, e.g. a value derived from others)."""
@@ -77,6 +79,7 @@ def _exported(release: str, name: str) -> bool | None:
     return any(s in families for s in sources)
 
 
+@per_kb
 def _first_release(name: str) -> str | None:
     return next((r for r in vllm_tables.releases() if _exported(r, name)), None)
 

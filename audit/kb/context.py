@@ -8,6 +8,7 @@ missing keys. ``history`` is the previous reports of the same host, oldest first
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from functools import lru_cache
@@ -24,6 +25,7 @@ from audit.kb.gpus import gpu_context
 from audit.kb.invariants import with_invariants
 from audit.kb.modelblock import files_block, memory_block, model_arch, quant_from_config
 from audit.kb.modelcfg import text_config
+from audit.kb.paths import kb_generation
 from audit.kb.perf import perf_block
 from audit.kb.probes import probes_block
 from audit.kb.servermodel import server_model
@@ -109,10 +111,33 @@ def _template_sha(server: dict) -> str | None:
 
 def vllm_block(server: dict, image: str | None, history: list[dict] | None) -> dict[str, Any]:
     """``vllm`` block: running/installed/previous version and restart history."""
+    return _vllm_history(_vllm_running(server, image), server, history)
+
+
+def _vllm_running(server: dict, image: str | None) -> dict[str, Any]:
+    """The ``vllm`` block as if the server had no history (what reads the report alone)."""
     running = _resolved_version(server, image)
     installed = parse_version(server.get("installed_vllm_version")).version
     pending = bool(installed and running["version"]
                    and version_tuple(installed) != version_tuple(running["version"]))
+    release, release_note = table_release(running["version"])
+    installed_release = table_release(installed)[0] if installed else None
+    return {
+        "table_release": release, "table_note": release_note,
+        "installed_table_release": installed_release,
+        "version": running["version"], "version_raw": server.get("vllm_version"),
+        "version_note": running["note"], "is_prerelease": running["is_prerelease"],
+        "is_nightly": running["is_nightly"], "installed": installed,
+        "installed_raw": server.get("installed_vllm_version"), "pending_upgrade": pending,
+        "previous": None, "version_changed": False, "restarted": False,
+        "restarted_without_change": False, "restarts": 0, "newer_than_vetted": False,
+    }
+
+
+def _vllm_history(running: dict[str, Any], server: dict,
+                  history: list[dict] | None) -> dict[str, Any]:
+    """``running`` (:func:`_vllm_running`, not modified) with the previous version and the
+    restarts read from ``history``."""
     past = _same_server(history, server_key(server))
     previous = None
     if past:
@@ -125,20 +150,10 @@ def vllm_block(server: dict, image: str | None, history: list[dict] | None) -> d
     unchanged = bool(past) and previous == running["version"] \
         and list(past[-1][1].get("argv") or []) == list(server.get("argv") or []) \
         and _template_sha(past[-1][1]) == _template_sha(server)
-    release, release_note = table_release(running["version"])
-    installed_release = table_release(installed)[0] if installed else None
-    return {
-        "table_release": release, "table_note": release_note,
-        "installed_table_release": installed_release,
-        "version": running["version"], "version_raw": server.get("vllm_version"),
-        "version_note": running["note"], "is_prerelease": running["is_prerelease"],
-        "is_nightly": running["is_nightly"], "installed": installed,
-        "installed_raw": server.get("installed_vllm_version"), "pending_upgrade": pending,
-        "previous": previous,
-        "version_changed": previous is not None and previous != running["version"],
-        "restarted": restarted, "restarted_without_change": restarted and unchanged,
-        "restarts": restarts, "newer_than_vetted": False,
-    }
+    return {**running, "previous": previous,
+            "version_changed": previous is not None and previous != running["version"],
+            "restarted": restarted, "restarted_without_change": restarted and unchanged,
+            "restarts": restarts}
 
 
 def _model_hints(parsed: ParsedArgv, flags: dict[str, Any], server: dict) -> list[str]:
@@ -359,10 +374,18 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
     listed in ``flags_meta.errors`` /
     ``metrics.errors``.
     """
+    return finish_context(config_part(server, report), server, report, history)
+
+
+def config_part(server: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`build_context` reads from ``server`` and ``report`` without the history:
+    every block but the history's (``vllm`` restarts and previous version, ``metrics``,
+    ``server_model``, ``perf``). Shared, never modified, by every :func:`finish_context` of
+    the same server entry and report (one report evaluated against two earlier ones)."""
     argv = server.get("argv") or []
     parsed = parse_argv(argv)
     image = server.get("container_image") or parsed.container_image
-    vllm = vllm_block(server, image, history)
+    vllm = _vllm_running(server, image)
     if vllm["table_release"] != parsed.release:  # read again as the running release would
         parsed = parse_argv(argv, vllm["table_release"])
     tp = _int(parsed.values.get("tensor_parallel_size"))
@@ -394,8 +417,6 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         flags.get("kv_cache_dtype"), vllm["version"])
     cache = _engine_cache(server)
     memory = memory_block(model, flags, tp=tp, pp=pp, gpu=gpu, engine_cache=cache, row=row)
-    metrics = with_invariants(metrics_block(server, report, history, vllm["restarted"]),
-                              flags, model, memory, gpu, meta["release"])
     support = support_block(
         vllm["table_release"], arch=model["arch"], flags=flags, gpu=gpu,
         quantization=flags.get("quantization") or model["arch"].get("quant_method"),
@@ -406,17 +427,13 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
         release=release, arch=model["arch"], flags=flags, gpu=gpu,
         quantization=flags.get("quantization") or model["arch"].get("quant_method"),
         spec_method=model["speculative"]["raw_method"]) if release else None)
-    ctx = {
+    return {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
-        "memory": memory,
-        "server_model": server_model(flags=flags, sources=meta["sources"], model=model,
-                                     geometry=geometry, memory=memory, metrics=metrics,
-                                     cache=cache, cards=server.get("models")),
+        "memory": memory, "cache": cache,
         "template": {**template_context(server.get("chat_template")),
                      "parsers": parser_check(server.get("chat_template"),
                                              flags.get("tool_call_parser"),
                                              flags.get("reasoning_parser"), model["family"])},
-        "metrics": metrics,
         "geometry": geometry, "host": host_block(report), "support": support,
         "fixes": fixes,
         "probes": probes_block(server),  # last live-probe results
@@ -424,6 +441,52 @@ def build_context(server: dict[str, Any], report: dict[str, Any],
                    "env": dict(server.get("env") or {}),
                    "started_at": server.get("started_at"), "errors": server.get("errors") or [],
                    "key": server_key(server)},
+    }
+
+
+#: What :func:`config_part` reads of each report GPU (:func:`audit.kb.gpus.gpu_context`:
+#: ``server_gpus`` and ``describe``); the live readings (power, temperature, memory used,
+#: utilisation) are not read, so they are not part of :func:`config_key`.
+_GPU_FIELDS = ("uuid", "name", "memory_total_bytes", "compute_capability", "gfx_arch")
+
+
+def config_key(server: dict[str, Any], report: dict[str, Any]) -> str:
+    """A string equal for two ``(server, report)`` pairs :func:`config_part` reads alike, with
+    the same knowledge-base data: the server entry without its scrape (but with the engine's
+    cache config read from the scrape text), the GPUs' fields in :data:`_GPU_FIELDS`, what
+    :func:`host_block` reads, and :func:`audit.kb.paths.kb_generation`. A change to
+    :func:`config_part` that reads more of the report must add it here."""
+    gpus = [[g.get(f) for f in _GPU_FIELDS] if isinstance(g, dict) else g
+            for g in report.get("gpus") or []]
+    material = [{k: v for k, v in server.items() if k != "metrics"}, _engine_cache(server),
+                gpus, report.get("host"), report.get("labels"), report.get("gpu_error"),
+                kb_generation()]
+    return json.dumps(material, sort_keys=True, default=repr)
+
+
+def vllm_history(part: dict[str, Any], server: dict[str, Any],
+                 history: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The ``vllm`` block :func:`finish_context` gives for ``part`` and ``history``."""
+    return _vllm_history(part["vllm"], server, history)
+
+
+def finish_context(part: dict[str, Any], server: dict[str, Any], report: dict[str, Any],
+                   history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The context of :func:`build_context` from its :func:`config_part` (same ``server``
+    and ``report``; ``part`` is not modified) and ``history``."""
+    vllm, flags, model = vllm_history(part, server, history), part["flags"], part["model"]
+    memory, gpu, meta = part["memory"], part["gpu"], part["flags_meta"]
+    metrics = with_invariants(metrics_block(server, report, history, vllm["restarted"]),
+                              flags, model, memory, gpu, meta["release"])
+    ctx = {
+        "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
+        "memory": memory,
+        "server_model": server_model(flags=flags, sources=meta["sources"], model=model,
+                                     geometry=part["geometry"], memory=memory, metrics=metrics,
+                                     cache=part["cache"], cards=server.get("models")),
+        "template": part["template"], "metrics": metrics,
+        **{key: part[key] for key in ("geometry", "host", "support", "fixes", "probes",
+                                      "server")},
     }
     ctx["perf"] = perf_block(ctx)  # the running command against its predicted latency
     return ctx

@@ -111,8 +111,10 @@ _STATIC_DEFAULTS: dict[str, Any] = {
 # "" / {} / unevaluated expressions keep the neutral value above.
 
 
+@per_kb
 def _table_defaults(release: str) -> dict[str, tuple[Any, str]]:
-    """dest -> (default, flag) for every option of ``release`` with a scalar default."""
+    """dest -> (default, flag) for every option of ``release`` with a scalar default
+    (memoised per KB: read, never modified)."""
     out = {}
     for flag, opt in table(release)["options"].items():
         value, dest = opt["default"], opt["dest"]

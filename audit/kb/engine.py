@@ -55,6 +55,7 @@ from audit.kb import cel_functions as fn
 from audit.kb.cannot_check import missing_reason, scope_text
 from audit.kb.messages import MessageFormatter
 from audit.kb.paths import active_kb_dirs, safe_load_yaml
+from audit.kb.roots import roots_of
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 SETTINGS_FILE = "_kb.yaml"
@@ -592,7 +593,7 @@ class KnowledgeBase:
         """
         if cadence is not None and cadence not in CADENCES:
             raise ValueError(f"cadence must be None, 'config' or 'metrics', not {cadence!r}")
-        activation = self._activation(ctx)
+        activation = self._activation(ctx, roots_of(self, cadence))
         findings: list[FindingResult] = []
         failures: list[RuleFailure] = []
         for rule in self.rules:
@@ -622,13 +623,16 @@ class KnowledgeBase:
                     message=finding.message + f" (Not yet verified on vLLM {version}: this "
                     f"knowledge base was last checked against {self.verified_through}.)")
 
-    def _activation(self, ctx: dict[str, Any]) -> cel.Context:
+    def _activation(self, ctx: dict[str, Any],
+                    roots: frozenset[str] | None = None) -> cel.Context:
+        """The CEL activation of ``ctx``: its blocks named in ``roots`` (None: all)."""
         vllm = dict(ctx.get("vllm") or {})
         vllm["newer_than_vetted"] = fn.version_gt(vllm.get("version"), self.verified_through)
         activation = cel.Context()
         for name, function in fn.functions(self.settings).items():
             activation.add_function(name, function)
-        activation.update({**ctx, "vllm": vllm})
+        activation.update({key: value for key, value in {**ctx, "vllm": vllm}.items()
+                           if roots is None or key in roots})
         return activation
 
 

@@ -153,6 +153,18 @@ def _active_data_dir() -> Path:
     return active_kb_dirs().data
 
 
+def active_rules_dir() -> Path:
+    """:func:`active_kb_dirs` ``.rules``, resolved once per active bundle and
+    ``AUDIT_RULES_DIR``: the evaluation of every report asks."""
+    return _rules_dir(_django_setting("AUDIT_RULES_DIR"))
+
+
+@per_kb
+def _rules_dir(override: Any) -> Path:
+    """``override`` is the memo's key only (:func:`active_kb_dirs` reads the setting)."""
+    return active_kb_dirs().rules
+
+
 #: libyaml's parser when PyYAML was built with it (the PyPI wheels are): the same safe
 #: documents and ``yaml.YAMLError`` errors, about 10x faster than the pure-Python parser
 #: (loading the ~220 rules fell from 1.25 s to a tenth of that on a page's first use).

@@ -79,6 +79,7 @@ def _version(text: str | None) -> Version | None:
         return None
 
 
+@per_kb  # every context asks about two to four times; parsing every release costs
 def table_release(version: str | None) -> tuple[str, str]:
     """(release, note) for a normalised PEP 440 version (local label allowed).
 
