@@ -218,14 +218,15 @@ def _plan(host_id: int, wire: Any, key: str,
 
 
 def _fetchone(sql: str, params: Any) -> tuple | None:
-    """The first row of ``sql``, run as a prepared statement with parameters bound by the
-    server (a plain psycopg cursor: Django's quotes the report's JSON into the SQL text in
-    Python, and plans the statement on every report). Raises Django's database errors."""
+    """The first row of ``sql`` with parameters bound by the server (a plain psycopg cursor:
+    Django's quotes the report's JSON into the SQL text in Python). psycopg prepares a
+    statement once a connection has run it ``prepare_threshold`` times (5), so PostgreSQL
+    stops planning the six-part write on every report. Raises Django's database errors."""
     import psycopg
 
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params, prepare=True)
+        cursor.execute(sql, params)
         return cursor.fetchone()
 
 

@@ -101,8 +101,11 @@ def window(
         "requests_waiting": _as_count(cur.gauges.get("requests_waiting")),
     }
     out.update(_traffic(base, cur, seconds))
+    deltas: dict[str, Histogram | None] = {}  # several percentiles read one histogram
     for key, canon, q in _PERCENTILES:
-        out[key] = histogram_quantile(q, _hist_delta(base, cur, canon))
+        if canon not in deltas:
+            deltas[canon] = _hist_delta(base, cur, canon)
+        out[key] = histogram_quantile(q, deltas[canon])
     out.update(_means(base, cur))
     out.update(_spec(base, cur))
     out.update(_admission_and_caching(base, cur, seconds))
