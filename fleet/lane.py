@@ -10,14 +10,17 @@ nothing due. Here, on PostgreSQL:
    the identifiers, the collection time, the ``/metrics`` blocks and the GPU readings;
 2. :func:`apply` reads the host's :class:`fleet.models.SteadyLane` (one ``SELECT``). The lane
    is taken when its key equals the report's, the report is newer than the host's newest
-   applied one, no report of the host awaits evaluation, and every server sent its metrics
-   in the compact form alone (a text body, or a server without metrics, goes the long way);
+   applied one, no report of the host awaits its derivation, and every server sent its
+   metrics in the compact form alone (a text body, or a server without metrics, goes the
+   long way);
 3. the report row, the host's and servers' ``last_seen``, the servers' metric snapshots,
    one :class:`fleet.models.MetricSample` per server, the GPU readings and one
    :class:`fleet.models.GpuSample` per GPU are written by one statement. Before the lane's
    ``until`` the report is stored evaluated (nothing is due: the key says the configuration
-   is the one evaluated, the lane's ``until`` that no metric rule is due); from ``until`` on
-   it is stored derived and queued for its evaluation alone.
+   is the one evaluated, the lane's ``until`` that no metric rule is due); from ``until`` on,
+   or while an earlier report of the host awaits its evaluation (a backlog), it is stored
+   derived and queued for its evaluation alone, so a backlog never turns steady reports back
+   into full derivations for the workers.
 
 The worker arms the lane (:func:`arm`) after evaluating a host's newest report, and only
 then: a report that changed anything goes the long way, is evaluated, and re-arms the lane
@@ -80,6 +83,8 @@ class Applied:
 
 _LANE_SQL = """
 SELECT l.key, l.until, l.servers, l.gpus, h.last_collected_at,
+       (SELECT coalesce(bool_or(p.derived_at IS NULL), false) FROM fleet_report p
+         WHERE p.host_id = h.id AND p.evaluated_at IS NULL),
        EXISTS (SELECT 1 FROM fleet_report p WHERE p.host_id = h.id AND p.evaluated_at IS NULL),
        (SELECT coalesce(json_agg(json_build_array(s.id, s.pid, s.started_at,
                                                   s.last_metrics_snapshot, s.last_metrics_at)),
@@ -179,9 +184,9 @@ def _plan(host_id: int, wire: Any, key: str,
     found = _fetchone(_LANE_SQL, [host_id])
     if found is None:
         return None
-    lane_key, until, lane_servers, lane_gpus, last_collected, pending, running = found
+    lane_key, until, lane_servers, lane_gpus, last_collected, underived, waiting, running = found
     at = wire.collected_at
-    if lane_key != key or pending or last_collected is None or at <= last_collected:
+    if lane_key != key or underived or last_collected is None or at <= last_collected:
         return None
     slots = dict(_rows(lane_servers))
     if len(set(identities)) != len(identities) or set(identities) != set(slots):
@@ -214,7 +219,10 @@ def _plan(host_id: int, wire: Any, key: str,
         gpus.append({"id": gpu_id, "memory_used_bytes": info.memory_used_bytes,
                      "utilization_pct": info.utilization_gpu_pct,
                      "temperature_c": info.temperature_c, "power_draw_w": info.power_draw_w})
-    return last_collected, at >= until, servers, samples, gpus
+    # Due: a metric rule or a finding refresh, or an earlier report of the host still
+    # waiting for its evaluation (the worker evaluates a host's reports in order: this one
+    # must not look evaluated before that one is).
+    return last_collected, at >= until or waiting, servers, samples, gpus
 
 
 def _fetchone(sql: str, params: Any) -> tuple | None:
@@ -258,8 +266,8 @@ SELECT r.host_id, r.steady_key, %(until)s,
   FROM fleet_report r JOIN fleet_host h ON h.id = r.host_id
  WHERE r.report_id = %(report_id)s AND r.steady_key <> '' AND r.derived_at IS NOT NULL
    AND r.evaluated_at IS NOT NULL AND h.last_collected_at = r.collected_at
-   AND NOT EXISTS (SELECT 1 FROM fleet_report p
-                    WHERE p.host_id = r.host_id AND p.evaluated_at IS NULL)
+   AND NOT EXISTS (SELECT 1 FROM fleet_report p WHERE p.host_id = r.host_id
+                      AND p.evaluated_at IS NULL AND p.derived_at IS NULL)
    AND NOT EXISTS (SELECT 1 FROM fleet_server f
                     WHERE f.host_id = r.host_id AND f.failed_start IS NOT NULL)
 ON CONFLICT (host_id) DO UPDATE SET key = EXCLUDED.key, until = EXCLUDED.until,
@@ -270,16 +278,23 @@ ON CONFLICT (host_id) DO UPDATE SET key = EXCLUDED.key, until = EXCLUDED.until,
 def arm(report_id: Any, until: datetime | None) -> bool:
     """Open the lane of the host of ``report_id`` for reports with the same key until
     ``until`` (None: close it). Opened only when that report is the host's newest, derived
-    and evaluated, no other report of the host awaits evaluation and no server of the host
-    has a failed start; otherwise the lane is closed. Returns whether it is open."""
+    and evaluated, no report of the host awaits its derivation and no server of the host
+    has a failed start; otherwise, if it is the host's newest, the lane is closed. Returns
+    whether it is open."""
     with connection.cursor() as cursor:
         if until is not None:
             cursor.execute(_ARM_SQL, {"report_id": str(report_id), "until": until,
                                       "now": timezone.now()})
             if cursor.rowcount:
                 return True
-        cursor.execute("DELETE FROM fleet_steadylane WHERE host_id = "
-                       "(SELECT host_id FROM fleet_report WHERE report_id = %s)",
-                       [str(report_id)])
+        # Only the host's newest report closes the lane: an older one evaluated late (a
+        # backlog) leaves it to the newer reports queued behind it.
+        cursor.execute(_DISARM_SQL, [str(report_id)])
     return False
+
+
+_DISARM_SQL = """
+DELETE FROM fleet_steadylane l USING fleet_report r JOIN fleet_host h ON h.id = r.host_id
+ WHERE r.report_id = %s AND l.host_id = r.host_id AND h.last_collected_at <= r.collected_at
+"""
 

@@ -189,3 +189,26 @@ def test_a_knowledge_base_change_closes_every_lane(enrolled, post_report, report
     assert requeue_fleet("kb-next") == 1
     report_id = _post(post_report, report_at(host, 2), token)
     assert Report.objects.get(report_id=report_id).evaluated_at is None
+
+
+def test_a_backlog_keeps_the_lane_deriving_and_queues_behind_the_waiting_report(
+        settings, enrolled, post_report, report_at):
+    """A report whose metric rules are due waits for a busy worker: the next one is still
+    derived in the request (its sample stored) but queued behind it, never marked evaluated
+    first, so the due report's metric rules run on it; the lane is open again after."""
+    from audit.models import ServerAuditState
+
+    settings.AUDIT_METRICS_INTERVAL_S = 90  # due at step 3, then at step 6
+    host, token = enrolled()
+    for step in range(3):
+        _post(post_report, report_at(host, step), token)
+        _work(host)
+    due, behind = (_post(post_report, report_at(host, step), token) for step in (3, 4))
+    rows = {r.report_id.hex: r for r in Report.objects.filter(report_id__in=[due, behind])}
+    assert all(r.derived_at and r.evaluated_at is None for r in rows.values())
+    assert _work(host) == 2
+    state = ServerAuditState.objects.get(server__host=host)
+    assert state.metrics_evaluated_at == rows[due.replace("-", "")].collected_at
+    assert MetricSample.objects.filter(server__host=host).count() == 5
+    assert Report.objects.get(report_id=_post(post_report, report_at(host, 5), token)
+                              ).evaluated_at
