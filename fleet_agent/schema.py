@@ -193,7 +193,7 @@ class HostInfo(_Model):
     kernel: str | None = Field(default=None, max_length=255)
     nvidia_driver_version: str | None = Field(default=None, max_length=64)
     cuda_driver_version: str | None = Field(default=None, max_length=64)
-    #: amdgpu kernel driver version as AMD SMI reports it (issue 18; AMD nodes only).
+    #: amdgpu kernel driver version as AMD SMI reports it (AMD nodes only).
     amd_driver_version: str | None = Field(default=None, max_length=64)
     labels: dict[_text(MAX_LABEL_KEY_CHARS), _text(MAX_LABEL_VALUE_CHARS)] = Field(
         default_factory=dict, max_length=MAX_LABELS)
@@ -214,7 +214,7 @@ class GpuInfo(_Model):
     #: ``:sramecc+:xnack-`` allowed). None on NVIDIA.
     gfx_arch: str | None = Field(default=None, max_length=64,
                                  pattern=r"^gfx[0-9a-f]{2,6}(:[A-Za-z0-9+-]{1,16}){0,4}$")
-    vendor: Literal["nvidia", "amd"] | None = None  # issue 18; None from older agents
+    vendor: Literal["nvidia", "amd"] | None = None  # None from older agents
     utilization_gpu_pct: float | None = Field(default=None, ge=0, le=100)
     temperature_c: float | None = None
     power_draw_w: float | None = Field(default=None, ge=0)
@@ -482,7 +482,7 @@ class Report(_Model):
     gpus: list[GpuInfo] = Field(default_factory=list, max_length=MAX_GPUS)
     gpu_error: str | None = Field(default=None, max_length=MAX_ERROR_CHARS)
     servers: list[ServerInfo] = Field(default_factory=list, max_length=MAX_SERVERS)
-    gpu_processes: list[GpuProcess] = Field(default_factory=list,  # added by issue 3
+    gpu_processes: list[GpuProcess] = Field(default_factory=list,
                                             max_length=MAX_GPU_PROCESSES)
 
     failed_starts: list[FailedStart] = Field(default_factory=list,
