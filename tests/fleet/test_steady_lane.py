@@ -212,3 +212,22 @@ def test_a_backlog_keeps_the_lane_deriving_and_queues_behind_the_waiting_report(
     assert MetricSample.objects.filter(server__host=host).count() == 5
     assert Report.objects.get(report_id=_post(post_report, report_at(host, 5), token)
                               ).evaluated_at
+
+
+def test_a_steady_report_still_gets_the_probes_and_the_text_asked_for(
+        settings, enrolled, post_report, report_at):
+    """The lane answers as the long way does: the live probes due on the host's servers and
+    the periodic request for the /metrics text."""
+    from fleet.models import ProbePolicy
+
+    host, token = enrolled()
+    for step in range(2):
+        _post(post_report, report_at(host, step), token)
+        _work(host)
+    ProbePolicy.objects.create(host=host, names=["stream_control_tokens"], interval_s=3600)
+    settings.FLEET_METRICS_TEXT_EVERY_S = 30  # every report's window holds the moment
+    response = post_report(report_at(host, 2), token=token)
+    answer = response.json()
+    assert Report.objects.get(report_id=answer["report_id"]).evaluated_at  # the lane took it
+    assert answer["probes"] == [{"server": "port:8000", "names": ["stream_control_tokens"]}]
+    assert answer["metrics_text"] == ["*"]
