@@ -82,15 +82,17 @@ class Applied:
 
 
 _LANE_SQL = """
-SELECT l.key, l.until, l.servers, l.gpus, h.last_collected_at,
-       (SELECT coalesce(bool_or(p.derived_at IS NULL), false) FROM fleet_report p
-         WHERE p.host_id = h.id AND p.evaluated_at IS NULL),
-       EXISTS (SELECT 1 FROM fleet_report p WHERE p.host_id = h.id AND p.evaluated_at IS NULL),
+SELECT l.key, l.until, l.servers, l.gpus, h.last_collected_at, u.underived, u.waiting,
        (SELECT coalesce(json_agg(json_build_array(s.id, s.pid, s.started_at,
                                                   s.last_metrics_snapshot, s.last_metrics_at)),
                         '[]')
           FROM fleet_server s WHERE s.host_id = h.id AND s.is_running)
 FROM fleet_steadylane l JOIN fleet_host h ON h.id = l.host_id
+-- The host's reports awaiting evaluation, read once (the partial index holds only those):
+-- is one of them not even derived, and is there any.
+CROSS JOIN LATERAL (
+  SELECT coalesce(bool_or(p.derived_at IS NULL), false) AS underived, count(*) > 0 AS waiting
+    FROM fleet_report p WHERE p.host_id = h.id AND p.evaluated_at IS NULL) u
 WHERE l.host_id = %s
 """
 
