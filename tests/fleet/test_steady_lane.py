@@ -5,7 +5,6 @@ still goes through the worker."""
 
 from __future__ import annotations
 
-import copy
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from audit.tasks import evaluate_report
 from fleet.models import ChangeEvent, Gpu, GpuSample, Host, MetricSample, Report, Server
 from fleet_agent.metrics_compact import compact
 from tests.conftest import iso
+from tests.fleet.compact_growth import grown
 
 CAPTURE = (Path(__file__).resolve().parents[2] / "demo" / "data" / "cases" / "metrics"
            / "vllm-benchmarking-fixture_v0.25.1_opt-125m-tp2-loaded.prom")
@@ -25,19 +25,6 @@ SAMPLE_COLUMNS = ("ts", "window_kind", "window_s", "kv_cache_usage", "requests_r
                   "requests_waiting", "generation_tps", "prompt_tps", "ttft_p50_s",
                   "ttft_p99_s", "tpot_p50_s", "itl_p99_s", "preemptions",
                   "prefix_cache_hit_rate", "extra")
-
-
-def _grown(block: dict[str, Any], factor: float) -> dict[str, Any]:
-    block = copy.deepcopy(block)
-    for series in block["samples"].values():
-        for pair in series:
-            pair[1] *= factor
-    for rows in block["histograms"].values():
-        for row in rows:
-            row["counts"] = [c * factor for c in row["counts"]]
-            row["sum"] *= factor
-            row["count"] *= factor
-    return block
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +41,7 @@ def report_at(make_report):
     def build(host: Host, step: int, form: str = "compact", **server: Any) -> dict[str, Any]:
         at = START + timedelta(seconds=30 * step)
         metrics = {"format": "prometheus-text", "scraped_at": iso(at), "text": "",
-                   "compact": _grown(base, 1 + step / 10)}
+                   "compact": grown(base, 1 + step / 10)}
         if form == "text":
             metrics = {"format": "prometheus-text", "scraped_at": iso(at),
                        "text": CAPTURE.read_text()}
