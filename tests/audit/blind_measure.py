@@ -5,7 +5,8 @@ Usage::
     .venv/bin/python tests/audit/blind_measure.py [--set N | --dir PATH] [CASE_PREFIX ...]
 
 ``--set 1`` (the default) reads ``tests/audit/blind_cases/``, ``--set 2`` reads
-``tests/audit/blind_cases_2/``; ``--dir`` names any directory of case files in the same format.
+``tests/audit/blind_cases_2/``, ``--set 3`` reads ``tests/audit/blind_cases_3/``; ``--dir``
+names any directory of case files in the same format.
 
 For every case: the rules that fire at low severity or above (severity, id), the rules whose
 log signatures match the case's quoted error line (``error_lines``), and the case's expected
@@ -31,7 +32,7 @@ import casekit  # noqa: E402
 from audit.kb.engine import SEVERITY_RANK, load_rules  # noqa: E402
 from audit.kb.failed_start_explain import explain  # noqa: E402
 
-SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2"}
+SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2", "3": HERE / "blind_cases_3"}
 BLIND = SETS["1"]
 _TAGS = ("kind", "startup_failure", "near_miss", "cause_established")
 
