@@ -340,20 +340,24 @@ def submit_report(request: HttpRequest) -> Status:
     if wait_s > 0:
         raise ApiRefusal(429, "rate limit exceeded",
                          headers={"Retry-After": str(math.ceil(wait_s))})
-    raw = redact_report(_decode_body(request))  # the agent redacts; this is the second line
+    decoded, text = _decode_body(request)
+    raw = redact_report(decoded)  # the agent redacts; this is the second line
+    # The body's own text is stored when redaction changed nothing (the common case): no
+    # second serialisation of the document. Redaction copies, never edits, ``decoded``.
+    stored_text = text if text is not None and raw == decoded else None
     wire = _validate(raw)
     if wire.host.machine_id != token.host.machine_id:
         raise ApiRefusal(403, "report machine_id does not match this token's host",
                          [{"path": "host.machine_id", "message": "belongs to another host"}])
     key = steady_key(raw)
-    steady = _through_lane(token.host.pk, wire, raw, key)
+    steady = _through_lane(token.host.pk, wire, raw, key, stored_text)
     if steady is not None:
         return Status(202, _with_probe_requests(steady, token, wire, True))
     # Only the raw insert happens here; servers, GPUs, samples, change events and the
     # evaluation follow in the worker (audit.tasks.evaluate_report).
     # One autocommitted INSERT (no BEGIN/SAVEPOINT/COMMIT round trips); on_commit outside a
     # transaction runs at once, i.e. after that INSERT committed.
-    report, created = store_report(token.host, wire, raw, key)
+    report, created = store_report(token.host, wire, raw, key, stored_text)
     if report is None:  # the host was deleted while its token was cached (fleet.token_cache)
         token_cache.forget(token.token_hash)
         raise AuthenticationError()
@@ -367,8 +371,8 @@ def submit_report(request: HttpRequest) -> Status:
     return Status(202, _with_probe_requests(answer, token, wire, created))
 
 
-def _through_lane(host_id: int, wire: Any, raw: dict[str, Any],
-                  key: str) -> dict[str, Any] | None:
+def _through_lane(host_id: int, wire: Any, raw: dict[str, Any], key: str,
+                  raw_text: str | None) -> dict[str, Any] | None:
     """The 202 answer of a report applied by the steady lane (``fleet.lane``: nothing changed but
     metrics; queued only when its metric rules are due), or None when the lane is closed for
     it and it takes the long way. A host deleted meanwhile takes the long way too, which
@@ -377,7 +381,7 @@ def _through_lane(host_id: int, wire: Any, raw: dict[str, Any],
         return None
     try:
         applied = lane.apply(host_id, wire, raw, key,
-                             [server_identity(s) for s in wire.servers])
+                             [server_identity(s) for s in wire.servers], raw_text)
     except IntegrityError:
         return None
     if applied is None:
@@ -403,7 +407,10 @@ def _with_probe_requests(answer: dict[str, Any], token: Any, wire: Any,
     return answer
 
 
-def _decode_body(request: HttpRequest) -> dict[str, Any]:
+def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None]:
+    """``(the body's JSON object, its text)``; the text is None when PostgreSQL's ``jsonb``
+    might not read it as ``json.loads`` did (not strict UTF-8, or a byte-order mark, which
+    ``json.loads`` skips). Raises :class:`ApiRefusal` (400, 413, 415, 422)."""
     try:
         body = read_capped_body(request, MAX_REPORT_BYTES)
     except BodyError as exc:
@@ -423,7 +430,11 @@ def _decode_body(request: HttpRequest) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ApiRefusal(422, "report must be a JSON object",
                          [{"path": "$", "message": "expected an object"}])
-    return raw
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:  # UTF-16 or UTF-32, which json.loads detects
+        return raw, None
+    return raw, None if text.startswith("\ufeff") else text
 
 
 def _validate(raw: dict[str, Any]) -> Any:

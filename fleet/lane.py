@@ -154,12 +154,13 @@ def supported() -> bool:
 
 
 def apply(host_id: int, wire: Any, raw: dict[str, Any], key: str,
-          identities: list[str]) -> Applied | None:
+          identities: list[str], raw_text: str | None = None) -> Applied | None:
     """Store and apply the validated report ``wire`` (``raw``: its redacted JSON, ``key``:
     :func:`steady_key` of it, ``identities``: ``fleet.recording.server_identity`` of each of
     its servers, in order) through the lane, or return None having written nothing when
-    the lane is not open for it (the caller then stores it for the worker). Raises Django's
-    database errors."""
+    the lane is not open for it (the caller then stores it for the worker). ``raw_text``:
+    JSON text of ``raw`` when the caller has one (the body as received), stored instead of
+    serialising ``raw`` again. Raises Django's database errors."""
     plan = _plan(host_id, wire, key, identities)
     if plan is None:
         return None
@@ -167,7 +168,7 @@ def apply(host_id: int, wire: Any, raw: dict[str, Any], key: str,
     now = timezone.now()
     params = {"host": host_id, "at": wire.collected_at, "prev": prev, "now": now,
               "report_id": wire.report_id, "schema_version": wire.schema_version,
-              "raw": json.dumps(raw), "due": due, "key": key,
+              "raw": json.dumps(raw) if raw_text is None else raw_text, "due": due, "key": key,
               "servers": json.dumps(servers, default=_iso),
               "samples": json.dumps(samples, default=_iso), "gpus": json.dumps(gpus)}
     row = _fetchone(_WRITE_SQL, params)

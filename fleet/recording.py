@@ -91,8 +91,8 @@ def _identity_from_argv(argv: list[str]) -> str:
     return f"port:{DEFAULT_VLLM_PORT}"
 
 
-def store_report(host: Host, wire: WireReport, raw: dict[str, Any],
-                 key: str | None = None) -> tuple[Report | None, bool]:
+def store_report(host: Host, wire: WireReport, raw: dict[str, Any], key: str | None = None,
+                 raw_text: str | None = None) -> tuple[Report | None, bool]:
     """Insert the raw report (the only write ingest does before its 202).
 
     ``wire`` is the parsed contract report, ``raw`` the JSON as received (kept verbatim,
@@ -101,7 +101,9 @@ def store_report(host: Host, wire: WireReport, raw: dict[str, Any],
     report has that id (the host row is gone: its foreign key). Inside a transaction the
     insert runs in a savepoint so a duplicate hits the unique constraint without breaking
     the caller's transaction; outside (ingest) it is one autocommitted INSERT, committed on
-    return. ``key``: :func:`fleet.lane.steady_key` of ``raw`` when the caller has it.
+    return. ``key``: :func:`fleet.lane.steady_key` of ``raw`` when the caller has it;
+    ``raw_text``: JSON text of ``raw`` (the body as received) to store instead of serialising
+    ``raw`` again, on PostgreSQL's ingest path.
     """
     fields = {"host": host, "report_id": wire.report_id, "schema_version": wire.schema_version,
               "raw": raw, "collected_at": wire.collected_at,
@@ -111,7 +113,7 @@ def store_report(host: Host, wire: WireReport, raw: dict[str, Any],
             with transaction.atomic():
                 report = Report.objects.create(**fields)
         elif connection.vendor == "postgresql":  # ingest's hot path
-            report = _insert_bound(fields)
+            report = _insert_bound(fields, raw_text)
         else:  # autocommit: one INSERT, one round trip
             report = Report.objects.create(**fields)
     except IntegrityError:
@@ -130,7 +132,7 @@ _INSERT_SQL = (
     "ON CONFLICT (report_id) DO NOTHING RETURNING id")
 
 
-def _insert_bound(fields: dict[str, Any]) -> Report | None:
+def _insert_bound(fields: dict[str, Any], raw_text: str | None) -> Report | None:
     """Insert with the parameters bound by the server (a plain psycopg cursor; Django's is
     client-side and quotes the 55 KB body into the SQL text first): the row as a ``Report``,
     or None for a duplicate. Raises Django's ``IntegrityError``/``OperationalError``."""
@@ -141,7 +143,8 @@ def _insert_bound(fields: dict[str, Any]) -> Report | None:
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(_INSERT_SQL, (
             fields["host"].pk, fields["report_id"], fields["schema_version"],
-            json.dumps(fields["raw"]), received_at, fields["collected_at"],
+            json.dumps(fields["raw"]) if raw_text is None else raw_text, received_at,
+            fields["collected_at"],
             fields["steady_key"]))
         row = cursor.fetchone()
     if row is None:

@@ -70,3 +70,34 @@ def test_no_planted_secret_is_stored_from_any_field(enrolled, post_report, make_
     client.force_login(admin_user)
     page = client.get(f"/hosts/{host.code}/").content.decode()
     assert [s for s in SECRETS if s in page] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_planted_secret_is_stored_on_the_production_insert(enrolled, post_report,
+                                                              make_report) -> None:
+    """Outside a test transaction ingest inserts with its own bound statement, and stores the
+    body's text as received when redaction changed nothing: a body that needed redaction
+    must still be stored redacted, and a clean body exactly as it was sent."""
+    _, token = enrolled()
+    response = post_report(_hostile_report(make_report), token)
+    assert response.status_code == 202, response.content
+    stored = json.dumps(Report.objects.get().raw)
+    assert [s for s in SECRETS if s in stored] == []
+    clean = make_report(host={"labels": {"team": "caf\u00e9 \u2603"}},
+                        x_future_field={"nested": [1, 2.5, None, True, "\u00e9"]})
+    body = json.dumps(clean, indent=2).encode()  # whitespace and escapes as a client may send
+    assert post_report(body, token).status_code == 202
+    assert Report.objects.get(report_id=clean["report_id"]).raw == json.loads(body)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
+def test_a_utf16_or_bom_body_is_stored_as_decoded(enrolled, post_report, make_report,
+                                                  encoding) -> None:
+    """JSON in UTF-16, or UTF-8 behind a byte-order mark, is accepted (``json.loads`` reads
+    both) and stored as decoded, not as the bytes received."""
+    _, token = enrolled()
+    report = make_report(host={"labels": {"site": "z\u00fcrich"}})
+    response = post_report(json.dumps(report, ensure_ascii=False).encode(encoding), token)
+    assert response.status_code == 202, response.content
+    assert Report.objects.get().raw["host"]["labels"] == {"site": "z\u00fcrich"}

@@ -5,6 +5,7 @@ still goes through the worker."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -218,3 +219,25 @@ def test_a_steady_report_still_gets_the_probes_and_the_text_asked_for(
     assert Report.objects.get(report_id=answer["report_id"]).evaluated_at  # the lane took it
     assert answer["probes"] == [{"server": "port:8000", "names": ["stream_control_tokens"]}]
     assert answer["metrics_text"] == ["*"]
+
+
+def test_a_steady_report_is_stored_redacted_or_exactly_as_sent(enrolled, post_report,
+                                                                report_at):
+    """The lane stores the body's text when redaction changed nothing, and the redacted
+    document otherwise: a credential in a scrape's label never reaches the database."""
+    host, token = enrolled()
+    for step in range(2):
+        _post(post_report, report_at(host, step), token)
+        _work(host)
+    clean = report_at(host, 2)
+    clean_id = _post(post_report, clean, token)
+    stored = Report.objects.get(report_id=clean_id)
+    assert stored.evaluated_at is not None  # applied by the lane
+    assert stored.raw == clean
+    leaky = report_at(host, 3)
+    series = leaky["servers"][0]["metrics"]["compact"]["samples"]["vllm:num_requests_running"]
+    series[0][0]["model_name"] = "https://svc:hunter2-secret@models.internal/llama"
+    leaky_id = _post(post_report, leaky, token)
+    stored = Report.objects.get(report_id=leaky_id)
+    assert stored.evaluated_at is not None  # the lane took it too (metrics are not in the key)
+    assert "hunter2-secret" not in json.dumps(stored.raw)
