@@ -37,6 +37,7 @@ Run: ``.venv/bin/python bench/evaluation_throughput.py [--hosts 24 --reports 21]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import defaultdict
@@ -99,8 +100,11 @@ def cycles(hosts: list[tuple[str, str, str]], reports: int, form: str,
     fleet, client = Fleet(), api_client()
     start = datetime.now(UTC) - timedelta(days=1)
     machines = {machine_id for machine_id, _, _ in hosts}
+    pg_start = None
     with mock.patch.object(fleet_lane, "apply", timed_apply):
         for seq in range(reports):
+            if seq == 1:  # the steady cycles start: PostgreSQL's CPU from here on
+                pg_start = backend_cpu_s()
             posted = []
             for index, (machine_id, hostname, token) in enumerate(hosts):
                 at = start + timedelta(seconds=seq * INTERVAL_S)
@@ -132,7 +136,29 @@ def cycles(hosts: list[tuple[str, str, str]], reports: int, form: str,
                                           strict=True):
                 queued = worker.get(report_id, (0.0, 0.0))
                 timings["tier-steady"].append((request[0] + queued[0], request[1] + queued[1]))
+    if reports > 1 and pg_start is not None:
+        pg_end = backend_cpu_s()
+        if pg_end is not None:
+            steady_reports = len(hosts) * (reports - 1)
+            timings["pg-steady"] = [(0.0, (pg_end - pg_start) / steady_reports)]
     return timings
+
+
+def backend_cpu_s() -> float | None:
+    """CPU seconds (user + system) the PostgreSQL backend of this process's connection has
+    used, from its ``/proc/<pid>/stat``; None when that backend is not on this machine.
+    The in-process requests and worker share this one connection, so its delta over the
+    steady cycles is PostgreSQL's CPU for them."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def work(report_id: str, timings: dict[str, list[tuple[float, float]]]) -> tuple[float, float]:
@@ -211,13 +237,19 @@ def report(name: str, timings: dict[str, list[tuple[float, float]]], bare: float
     # A configuration change costs a full evaluation and a planning on top of the steady one.
     changes = FLEET_HOSTS * changes_per_day / 86400 * sum(
         median([c for _, c in timings.get(kind) or [(0.0, 0.0)]]) for kind in ("full", "plan"))
+    pg = timings.get("pg-steady")
+    pg_cpu = pg[0][1] if pg else None
     print(f"  steady report (nothing changed but metrics; one in "
           f"{METRICS_INTERVAL_S // INTERVAL_S} has its metric rules due), mean CPU: derive + "
           f"evaluate {steady * 1000:.2f} ms; the request {request * 1000:.2f} ms; the whole "
           f"steady tier (request + worker) {tier * 1000:.2f} ms -> {reports_per_s * tier:.2f} "
           f"cores for {FLEET_HOSTS:,} hosts at {INTERVAL_S} s, "
           f"+{changes:.2f} for {changes_per_day:g} configuration change/server/day")
-    return {"steady": steady, "tier": tier, "request": request}
+    if pg_cpu is not None:
+        print(f"  PostgreSQL (its backend's CPU over the steady cycles) {pg_cpu * 1000:.2f} ms "
+              f"per steady report; with it, the whole steady tier {(tier + pg_cpu) * 1000:.2f} "
+              f"ms -> {reports_per_s * (tier + pg_cpu):.2f} cores")
+    return {"steady": steady, "tier": tier, "request": request, "pg": pg_cpu or 0.0}
 
 
 def run(args: argparse.Namespace) -> None:
@@ -247,8 +279,15 @@ def run(args: argparse.Namespace) -> None:
         after = report("steady lane on", on, bare, args.config_changes_per_day)
         print(f"lane on / off, same run: derive + evaluate "
               f"{after['steady'] / before['steady']:.2f}x, whole steady tier "
-              f"{after['tier'] / before['tier']:.2f}x")
+              f"{after['tier'] / before['tier']:.2f}x" + _with_pg_ratio(before, after))
         flush_redis()
+
+
+def _with_pg_ratio(before: dict[str, float], after: dict[str, float]) -> str:
+    if not (before["pg"] and after["pg"]):
+        return ""
+    ratio = (after["tier"] + after["pg"]) / (before["tier"] + before["pg"])
+    return f", with PostgreSQL {ratio:.2f}x"
 
 
 def main() -> None:

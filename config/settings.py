@@ -63,6 +63,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     })
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django turns psycopg's prepared statements off (``prepare_threshold`` None). Its own
+    # queries bind on the client and are never prepared either way; the ingest's hot
+    # statements (fleet.lane, fleet.recording) bind on the server and are then prepared on
+    # each connection, so PostgreSQL stops parsing and planning them on every report
+    # (about a third of its CPU per steady report, bench/evaluation_throughput.py).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")

@@ -230,14 +230,16 @@ def _plan(host_id: int, wire: Any, key: str,
 
 def _fetchone(sql: str, params: Any) -> tuple | None:
     """The first row of ``sql`` with parameters bound by the server (a plain psycopg cursor:
-    Django's quotes the report's JSON into the SQL text in Python). psycopg prepares a
-    statement once a connection has run it ``prepare_threshold`` times (5), so PostgreSQL
-    stops planning the six-part write on every report. Raises Django's database errors."""
+    Django's quotes the report's JSON into the SQL text in Python), prepared on the
+    connection at its first run, so PostgreSQL parses and plans the six-part write once per
+    connection instead of on every report. Needs ``prepare_threshold`` set on the connection
+    (``config.settings``: Django leaves it None, which turns preparing off even when asked).
+    Raises Django's database errors."""
     import psycopg
 
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, params, prepare=True)
         return cursor.fetchone()
 
 

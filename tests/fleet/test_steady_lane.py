@@ -241,3 +241,20 @@ def test_a_steady_report_is_stored_redacted_or_exactly_as_sent(enrolled, post_re
     stored = Report.objects.get(report_id=leaky_id)
     assert stored.evaluated_at is not None  # the lane took it too (metrics are not in the key)
     assert "hunter2-secret" not in json.dumps(stored.raw)
+
+
+def test_the_lane_statements_are_prepared_once_per_connection(enrolled, post_report,
+                                                              report_at):
+    """PostgreSQL parses and plans the lane's read and write once per connection, not on
+    every report (Django turns psycopg's preparing off unless the settings ask for it)."""
+    from django.db import connection
+
+    host, token = enrolled()
+    for step in range(4):
+        _post(post_report, report_at(host, step), token)
+        _work(host)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert any("fleet_steadylane l JOIN fleet_host" in s for s in prepared), prepared
+    assert any("INSERT INTO fleet_metricsample" in s for s in prepared), prepared
