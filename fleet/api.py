@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from functools import partial
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import (
@@ -419,7 +421,7 @@ def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None]:
         raise ApiRefusal(422, "report contains a NUL character (\\u0000)",
                          [{"path": "$", "message": "NUL characters are not accepted"}])
     try:
-        raw = json.loads(body)
+        raw = _loads(body)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and an integer past
         # Python's 4300-digit conversion limit (a plain ValueError)
         raise ApiRefusal(400, "body is not valid JSON", [{"path": "$", "message": str(exc)}]) \
@@ -435,6 +437,24 @@ def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None]:
     except UnicodeDecodeError:  # UTF-16 or UTF-32, which json.loads detects
         return raw, None
     return raw, None if text.startswith("\ufeff") else text
+
+
+#: 19 digits in a row: an integer literal orjson would read past 64 bits as a float (digits
+#: inside a string match too, which only costs the slower parse).
+_LONG_DIGITS = re.compile(rb"\d{19}")
+
+
+def _loads(body: bytes) -> Any:
+    """``json.loads(body)``, the same document, read by orjson (a few times faster) when it
+    can be: not for a body with a 19-digit run (orjson reads an integer past 64 bits as a
+    float), and not for one orjson refuses (NaN, a lone surrogate, a byte-order mark,
+    UTF-16), where ``json`` decides and its error message is the one answered."""
+    if not _LONG_DIGITS.search(body):
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(body)
 
 
 def _validate(raw: dict[str, Any]) -> Any:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
@@ -168,9 +169,8 @@ def apply(host_id: int, wire: Any, raw: dict[str, Any], key: str,
     now = timezone.now()
     params = {"host": host_id, "at": wire.collected_at, "prev": prev, "now": now,
               "report_id": wire.report_id, "schema_version": wire.schema_version,
-              "raw": json.dumps(raw) if raw_text is None else raw_text, "due": due, "key": key,
-              "servers": json.dumps(servers, default=_iso),
-              "samples": json.dumps(samples, default=_iso), "gpus": json.dumps(gpus)}
+              "raw": _dumps(raw) if raw_text is None else raw_text, "due": due, "key": key,
+              "servers": _dumps(servers), "samples": _dumps(samples), "gpus": _dumps(gpus)}
     row = _fetchone(_WRITE_SQL, params)
     if row is None:
         return None  # a duplicate report_id: the long way answers it as one
@@ -252,6 +252,17 @@ def _when(value: Any) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
     return datetime.fromisoformat(value)
+
+
+def _dumps(value: Any) -> str:
+    """JSON text of ``value`` (dicts, lists, numbers, strings, aware datetimes) for a
+    ``jsonb`` parameter. orjson writes it several times faster than ``json`` (the snapshot
+    and samples of every steady report); what orjson refuses (an integer past 64 bits, a
+    non-string key) is written by ``json`` instead, datetimes as ISO 8601 either way."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, default=_iso)
 
 
 def _iso(value: Any) -> str:
