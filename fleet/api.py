@@ -95,7 +95,7 @@ class TokenAuth(HttpBearer):
     """
 
     def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
-        agent_token = token_cache.live_or_pending(token)
+        agent_token, request.ingest_wait_s = token_cache.for_ingest(token)
         if agent_token is None:
             return None
         if agent_token.pending:
@@ -338,7 +338,9 @@ _REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json"
 def submit_report(request: HttpRequest) -> Status:
     """Validate and store one report; 202 also for a re-sent ``report_id`` (stored once)."""
     token: AgentToken = request.auth
-    wait_s = check_rate(token.token_hash[:32])
+    wait_s = getattr(request, "ingest_wait_s", None)  # counted with the token's lookup
+    if wait_s is None:
+        wait_s = check_rate(token.token_hash[:32])
     if wait_s > 0:
         raise ApiRefusal(429, "rate limit exceeded",
                          headers={"Retry-After": str(math.ceil(wait_s))})

@@ -41,8 +41,24 @@ end
 return '0'
 """
 
+#: :data:`_GCRA_LUA` that also reads KEYS[2] (the ingest's token epoch) in the same round
+#: trip. Returns ``{wait, value of KEYS[2] or nil}``.
+_GCRA_READ_LUA = """
+local now = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if tat < now then tat = now end
+local wait = tat - tonumber(ARGV[3]) - now
+local read = redis.call('GET', KEYS[2])
+if wait > 0 then return {tostring(wait), read} end
+if ARGV[4] == '1' then
+  redis.call('SET', KEYS[1], string.format('%.6f', tat + tonumber(ARGV[2])), 'EX', ARGV[5])
+end
+return {'0', read}
+"""
+
 _client: Any = None
 _script: Any = None
+_read_script: Any = None
 
 
 def redis_client() -> Any:
@@ -99,6 +115,28 @@ def check_rate(key: str, now: float | None = None, rate: tuple[int, float] | Non
         # so the limiter fails open (reports are still accepted while Redis is down).
         log.warning("rate-limit cache unavailable, request allowed: %s", exc)
     return 0.0
+
+
+def check_rate_and_read(key: str, read_key: str) -> tuple[float, Any] | None:
+    """:func:`check_rate` of ``key`` with the ingest's rate, and the raw Redis value of the
+    cache key ``read_key`` (bytes, None when absent), in one round trip; None when the cache
+    is not Redis (the caller then asks each the usual way). Raises redis-py's errors, so a
+    caller can fail open as :func:`check_rate` does."""
+    global _read_script
+    if not uses_redis():
+        return None
+    events, period_s = settings.INGEST_RATE
+    interval = period_s / events
+    tolerance = interval * (settings.INGEST_BURST - 1)
+    client = redis_client()
+    if _read_script is None:
+        _read_script = client.register_script(_GCRA_READ_LUA)
+    keys = [cache.make_and_validate_key(f"ingest-rate:{key}"),
+            cache.make_and_validate_key(read_key)]
+    args = [repr(time.time()), repr(interval), repr(tolerance), "1",
+            math.ceil(tolerance + interval) + 1]
+    wait, value = _read_script(keys=keys, args=args, client=client)
+    return float(wait), value
 
 
 def uses_redis() -> bool:

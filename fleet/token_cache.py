@@ -62,12 +62,42 @@ def live_or_pending(plaintext: str, now: float | None = None) -> Any | None:
     """
     from fleet.models import AgentToken, sha256_hex
 
-    ttl = settings.INGEST_TOKEN_CACHE_S
-    if ttl <= 0:
+    if settings.INGEST_TOKEN_CACHE_S <= 0:
         return AgentToken.lookup(plaintext)
     digest = sha256_hex(plaintext)
+    return _cached(plaintext, digest, current_epoch(), now)
+
+
+def for_ingest(plaintext: str) -> tuple[Any | None, float | None]:
+    """``(live_or_pending(plaintext), seconds the report must wait)``: with Redis, the
+    epoch and the ingest rate limit of the token (``fleet.ratelimit``, keyed by its sha256)
+    are one round trip instead of two. The wait is None when it was not asked (no Redis, or
+    no cache): the caller then checks the rate itself once the token is known. Counting a
+    request before the token is known costs nothing: an unknown token's key is its own."""
+    from fleet.models import AgentToken, sha256_hex
+
+    digest = sha256_hex(plaintext)
+    if settings.INGEST_TOKEN_CACHE_S <= 0:
+        return AgentToken.lookup(plaintext), None
+    try:
+        both = ratelimit.check_rate_and_read(digest[:32], EPOCH_KEY)
+    except Exception as exc:  # noqa: BLE001 - any cache error: as check_rate and current_epoch
+        log.warning("rate limit and token epoch unavailable: %s", exc)
+        return _cached(plaintext, digest, None, None), 0.0
+    if both is None:
+        return _cached(plaintext, digest, current_epoch(), None), None
+    wait, epoch = both
+    return _cached(plaintext, digest, int(epoch or 0), None), wait
+
+
+def _cached(plaintext: str, digest: str, epoch: int | None, now: float | None) -> Any | None:
+    """The token from this process's cache when its entry was stored at ``epoch`` (read
+    before any lookup: a later revocation bumps it) and has not expired; else looked up and
+    kept. ``epoch`` None: the cache did not answer, nothing is kept."""
+    from fleet.models import AgentToken
+
+    ttl = settings.INGEST_TOKEN_CACHE_S
     now = time.monotonic() if now is None else now
-    epoch = current_epoch()  # read before the lookup: a later revocation bumps it
     hit = _entries.get(digest)
     if hit is not None and hit[0] > now and epoch is not None and hit[1] == epoch:
         return hit[2]

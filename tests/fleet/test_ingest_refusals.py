@@ -154,6 +154,17 @@ def test_it_answers_429_with_retry_after_past_the_burst(post_report, make_report
     assert Report.objects.count() == 2
 
 
+def test_an_unknown_token_past_the_burst_still_gets_401_not_429(post_report, make_report,
+                                                                enrolled, settings):
+    """The limit is counted with the token's lookup: a token nobody issued is refused as
+    unknown however often it is sent, and costs the real token nothing."""
+    settings.INGEST_BURST = 1
+    _, token = enrolled()
+    for _ in range(3):
+        assert post_report(make_report(), token="not-a-token-" + "x" * 30).status_code == 401
+    assert post_report(make_report(), token=token).status_code == 202
+
+
 def test_the_rate_limit_is_per_token(post_report, make_report, enrolled, settings):
     settings.INGEST_BURST = 1
     _, token_a = enrolled()
