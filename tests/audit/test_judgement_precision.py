@@ -1,0 +1,85 @@
+"""Judgements a user reads as statements of fact: each comes from the model's, the log's or
+the release's facts where they exist, and a generic alarm does not contradict what a failed
+start already established. Evaluated with the shipped rules on built reports."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from audit.kb.context import build_context
+from audit.kb.engine import load_rules
+from fleet_agent.template_markers import extract
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+L40 = {"index": 0, "uuid": "GPU-0", "name": "NVIDIA L40", "memory_total_bytes": 48 * 2**30,
+       "compute_capability": "8.9"}
+
+
+@pytest.fixture(scope="module")
+def kb():
+    return load_rules()
+
+
+def config(stem: str) -> dict:
+    """``model_files`` as the agent sends it, with a ``tests/data/model_configs`` config."""
+    found = json.loads((DATA / "model_configs" / f"{stem}.json").read_text())
+    found.pop("_source", None)
+    return {"source": f"/models/{stem}", "config": found, "weights_bytes": None, "errors": []}
+
+
+def template(name: str) -> dict:
+    data = (DATA / "chat_templates" / name).read_bytes()
+    return {"source": f"/models/x/{name}", "sha256": hashlib.sha256(data).hexdigest(),
+            "size_bytes": len(data), "markers": extract(data)}
+
+
+def fired(kb, argv: list[str], *, version: str | None = "0.9.2", gpus: list | None = None,
+          model_files: dict | None = None, chat_template: dict | None = None) -> dict:
+    server = {"pid": 1, "base_url": "http://127.0.0.1:8000", "vllm_version": version,
+              "installed_vllm_version": version, "argv": ["vllm", "serve", *argv]}
+    if model_files:
+        server["model_files"] = model_files
+    if chat_template:
+        server["chat_template"] = chat_template
+    report = {"host": {"hostname": "h"}, "gpus": [L40] if gpus is None else gpus,
+              "servers": [server]}
+    return {f.rule_id: f for f in kb.evaluate(build_context(server, report))}
+
+
+R1_ON_QWEN3 = "upx-qwen3-deepseek-r1-reasoning-parser"
+R1 = ["--reasoning-parser", "deepseek_r1"]
+
+
+def test_an_always_thinking_qwen2_model_is_not_called_a_qwen3_hybrid(kb) -> None:
+    """QwQ is a Qwen2-architecture model that always thinks: deepseek_r1 is its parser, by
+    its name alone and when its config says model_type qwen2."""
+    assert R1_ON_QWEN3 not in fired(kb, ["/weights/Qwen/QwQ-32B-FP8-Dynamic", *R1])
+    assert R1_ON_QWEN3 not in fired(kb, ["/weights/QwQ-32B", *R1],
+                                    model_files=config("qwen2.5-7b"))
+
+
+def test_config_facts_overrule_a_qwen3_looking_name(kb) -> None:
+    """A directory named like Qwen3 whose config.json is a Qwen2 model is not a Qwen3."""
+    assert R1_ON_QWEN3 not in fired(kb, ["/models/qwen3-distill-7b", *R1],
+                                    model_files=config("qwen2.5-7b"))
+
+
+def test_a_qwen3_with_the_hybrid_template_is_flagged_and_says_how_it_was_decided(kb) -> None:
+    found = fired(kb, ["Qwen/Qwen3-8B", *R1], model_files=config("qwen3-8b"),
+                  chat_template=template("Qwen-Qwen3-0.6B.jinja"))[R1_ON_QWEN3]
+    assert found.severity == "medium" and "enable_thinking switch" in found.message
+    by_config = fired(kb, ["Qwen/Qwen3-8B", *R1], model_files=config("qwen3-8b"))
+    assert "config.json model_type qwen3" in by_config[R1_ON_QWEN3].message
+    by_name = fired(kb, ["Qwen/Qwen3-32B", *R1])
+    assert "model name" in by_name[R1_ON_QWEN3].message
+
+
+def test_a_template_without_the_thinking_switch_is_not_hybrid(kb) -> None:
+    """The template's markers say whether thinking can be switched off: without the switch
+    the deepseek_r1 parser's handling of a missing think block never arises."""
+    assert R1_ON_QWEN3 not in fired(kb, ["Qwen/Qwen3-8B", *R1], model_files=config("qwen3-8b"),
+                                    chat_template=template("Qwen-Qwen2.5-7B-Instruct.jinja"))
