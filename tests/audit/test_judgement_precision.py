@@ -83,3 +83,59 @@ def test_a_template_without_the_thinking_switch_is_not_hybrid(kb) -> None:
     the deepseek_r1 parser's handling of a missing think block never arises."""
     assert R1_ON_QWEN3 not in fired(kb, ["Qwen/Qwen3-8B", *R1], model_files=config("qwen3-8b"),
                                     chat_template=template("Qwen-Qwen2.5-7B-Instruct.jinja"))
+
+
+# ------------------------------------------------------------ "architecture not supported"
+
+def _oldest_table_arch() -> tuple[str, str]:
+    """(an architecture the oldest capability table registers, that table's release)."""
+    from audit.kb.release_caps import architecture_index, releases
+
+    oldest = releases()[0]
+    return sorted(a for a, rels in architecture_index().items() if rels[0] == oldest)[0], oldest
+
+
+def test_an_architecture_the_errors_own_list_names_is_a_failed_load_not_a_release_gap(
+        ) -> None:
+    """vLLM's refusal lists the architecture among the supported ones: the release has it,
+    so no release is advised and the cause is the install's failed import."""
+    from audit.kb.failed_start_explain import explain
+
+    arch, _ = _oldest_table_arch()
+    refusal = f"ValueError: Model architectures ['{arch}'] are not supported for now."
+    listing = f"Supported architectures: ['AquilaModel', '{arch}', 'OPTForCausalLM']"
+    for lines in ([f"{refusal} {listing}"], [refusal, listing]):
+        found = explain(lines, ["vllm", "serve", "m"], "0.6.1.post1")
+        assert found.kind == "architecture_load_failed" and found.confidence == "medium"
+        assert "lists" in found.summary and "failed to load" in found.summary
+        assert "does not register" not in found.summary
+        assert found.change is None and found.changed_in is None
+
+
+def test_a_release_older_than_every_table_is_not_said_to_lack_what_the_oldest_has() -> None:
+    """Without the list, a release older than every table is said to likely predate an
+    architecture the oldest table has (the way to a release that has it stays), never that
+    the substitute table lacks it."""
+    from audit.kb.failed_start_explain import explain
+
+    arch, oldest = _oldest_table_arch()
+    found = explain([f"ValueError: Model architectures ['{arch}'] are not supported for now."],
+                    ["vllm", "serve", "m"], "0.6.1.post1")
+    assert "does not register" not in found.summary and "likely predates" in found.summary
+    assert found.changed_in == oldest and f"run vLLM {oldest}" in found.change
+
+
+def test_a_list_that_does_not_name_the_architecture_changes_nothing() -> None:
+    """A cut list (the agent keeps the start of a long line) is no evidence either way."""
+    from audit.kb.failed_start_explain import explain
+    from audit.kb.release_caps import architecture_index, releases
+
+    known = list(releases())
+    arch, having = next((a, r) for a, r in sorted(architecture_index().items())
+                        if r[0] != known[0])
+    before = known[known.index(having[0]) - 1]
+    found = explain([f"ValueError: Model architectures ['{arch}'] are not supported for now. "
+                     "Supported architectures: ['AquilaModel', 'ArcticForCausalLM', 'Bai"],
+                    ["vllm", "serve", "m"], before)
+    assert found.kind == "raise_site" and found.changed_in == having[0]
+    assert "does not register" in found.summary
