@@ -139,3 +139,35 @@ def test_a_list_that_does_not_name_the_architecture_changes_nothing() -> None:
                     ["vllm", "serve", "m"], before)
     assert found.kind == "raise_site" and found.changed_in == having[0]
     assert "does not register" in found.summary
+
+
+# ------------------------------------------------------------ version- and state-bound alarms
+
+MLA_FP8 = ["deepseek-ai/DeepSeek-V3", "--kv-cache-dtype", "fp8", "--tensor-parallel-size", "8"]
+H100S = [{"index": i, "uuid": f"GPU-{i}", "name": "NVIDIA H100 80GB HBM3",
+          "memory_total_bytes": 85520809984, "compute_capability": "9.0"} for i in range(8)]
+
+
+def test_fp8_kv_on_mla_states_a_releases_behaviour_only_when_the_version_is_known(kb) -> None:
+    unknown = fired(kb, MLA_FP8, version=None, gpus=H100S)["up-mla-fp8-kv-cache"]
+    assert "not known" in unknown.message and "aborts" not in unknown.message
+    old = fired(kb, MLA_FP8, version="0.8.5", gpus=H100S)["up-mla-fp8-kv-cache"]
+    assert "0.8.5" in old.message and "start-up aborts" in old.message
+    new = fired(kb, MLA_FP8, version="0.12.0", gpus=H100S)["up-mla-fp8-kv-cache"]
+    assert "depends on the attention backend" in new.message and "aborts" not in new.message
+
+
+def test_the_geforce_start_up_hang_is_not_predicted_for_a_server_seen_serving(kb) -> None:
+    from tests.audit.casekit import metrics_text, server_entry
+
+    cards = [{"index": i, "uuid": f"GPU-{i}", "name": "NVIDIA GeForce RTX 4090",
+              "memory_total_bytes": 24 * 2**30, "compute_capability": "8.9"} for i in range(4)]
+    argv = ["Qwen/Qwen2.5-72B-Instruct-AWQ", "--tensor-parallel-size", "4"]
+    assert "upx-geforce-tp-nccl-p2p" in fired(kb, argv, version="0.6.3", gpus=cards)
+    server = server_entry(["vllm", "serve", *argv], "0.6.3",
+                          gpu_uuids=[g["uuid"] for g in cards],
+                          metrics=metrics_text({"running": 4, "waiting": 30,
+                                                "kv_cache_usage": 0.2}, "0.6.3", argv[0]))
+    report = {"host": {"hostname": "h"}, "gpus": cards, "servers": [server]}
+    serving = {f.rule_id for f in kb.evaluate(build_context(server, report))}
+    assert "upx-geforce-tp-nccl-p2p" not in serving
