@@ -19,6 +19,9 @@ slot whose ``Server.failed_start`` came with the report being evaluated
   ``evidence.explanation_deferred_to``) to a high/critical config finding of the server when
   it names a setting the operator did not set or rests on a correlation (:func:`deferred_to`);
   an explanation that cannot name the cause alone (``confidence`` medium) stays medium;
+  the other way round, a config finding that tells another story about the very setting a
+  firm explanation names (a rule reading it whose signatures do not match this start) is
+  resolved while the slot is down (:func:`_resolve_other_story`);
 * **crash loop**: :data:`CRASH_LOOP_RULE_ID` opens when the slot restarted at least
   ``AUDIT_CRASH_LOOP_RESTARTS`` times within ``AUDIT_CRASH_LOOP_WINDOW_S`` seconds, even when no
   rule matched, with the last error line. It stays open (one finding, so one alert) while the
@@ -31,6 +34,7 @@ a report no longer lists the failed start.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -106,6 +110,7 @@ def evaluate_failed_starts(kb: Any, host: Host, report: Report) -> list[Any]:
         _resolve(server, {r.rule_id for r in fired}, report, outcome)
         if not server.is_running:
             _resolve_stale(kb, server, report, outcome)
+            _resolve_other_story(kb, server, state, fired, report, outcome)
         outcomes.append(outcome)
     return outcomes
 
@@ -133,6 +138,39 @@ def _resolve_stale(kb: Any, server: Server, report: Report, outcome: Any) -> Non
         rule = rules.get(finding.rule_id)
         if rule is None or not (rule.cadence == "metrics"
                                 or "pending_upgrade" in rule.condition_text):
+            continue
+        finding.resolve(report.collected_at)
+        outcome.resolved.append(finding.rule_id)
+
+
+def _resolve_other_story(kb: Any, server: Server, state: dict[str, Any],
+                         fired: list[FindingResult], report: Report, outcome: Any) -> None:
+    """One setting, one story: when this start's explanation names the operator's own
+    setting with a change (vLLM's check read it; not a correlation, not deferred, not a
+    medium-confidence guess), a config finding of a rule that reads the same setting and
+    whose log signatures do not match this start tells another story about it (for
+    --gpu-memory-utilization 0.95: "boots, then runs out of memory" while the start failed
+    vLLM's free-memory check), so it is resolved while the slot is down. The next running
+    report evaluates the configuration again and reopens it if it still holds."""
+    stored = next((r.evidence.get("explanation") for r in fired
+                   if r.rule_id == FAILED_START_RULE_ID), None)
+    if not stored:
+        return  # a rule's signature explains the start: that rule is the story
+    explained = Explanation.from_dict(stored)
+    if (explained.operator_set is not True or not explained.names_setting_and_change
+            or not str(explained.setting).startswith("--") or explained.kind == "correlated"
+            or explained.confidence is not None):
+        return
+    read = "flags." + explained.setting[2:].replace("-", "_")
+    lines = ((state.get("entry") or {}).get("lines")) or []
+    matching = {rule.id for rule, _ in kb.match_log(lines)}
+    rules = {rule.id: rule for rule in kb.rules}
+    for finding in server.findings.active():
+        if (finding.evidence or {}).get("failed_start") is True:
+            continue
+        rule = rules.get(finding.rule_id)
+        if (rule is None or rule.cadence != "config" or rule.id in matching
+                or not re.search(re.escape(read) + r"\b", rule.condition_text)):
             continue
         finding.resolve(report.collected_at)
         outcome.resolved.append(finding.rule_id)
