@@ -193,7 +193,83 @@ def _metrics(value: Any, found: set[str]) -> Any:
             if clean != label:
                 val = val.replace(f'="{label}"', f'="{clean}"')
         return val
-    return _fields(value, found, {"text": text})
+    def compact(val: Any, found: set[str]) -> Any:
+        strings = _compact_strings(val)
+        if strings is not None and all(_clean_text(t) for t in strings.difference(_CLEAN)):
+            return val
+        return _strings(val, found)
+    return _fields(value, found, {"text": text, "compact": compact})
+
+
+#: What a compact histogram series holds (``fleet_agent.schema.CompactHistogram``).
+_HISTOGRAM_KEYS = frozenset({"labels", "le", "counts", "sum", "count"})
+
+
+def _compact_strings(value: Any) -> set[str] | None:
+    """Every string of a compact ``/metrics`` block (its keys, family names, label names and
+    values, bucket bounds) when the block has the contract's shape
+    (``fleet_agent.schema.MetricsCompact``), read without writing its numbers out as JSON
+    (most of the block, and most of the report); None for any other shape, which is then
+    redacted string by string the general way."""
+    if not isinstance(value, dict):
+        return None
+    strings: set[str] = set()
+    for key, val in value.items():
+        if not isinstance(key, str):
+            return None
+        strings.add(key)
+        if key == "samples" and isinstance(val, dict):
+            for name, series in val.items():
+                if not (isinstance(name, str) and isinstance(series, list)):
+                    return None
+                strings.add(name)
+                for pair in series:
+                    if not (isinstance(pair, list) and len(pair) == 2
+                            and _labels_into(pair[0], strings) and _plain(pair[1])):
+                        return None
+        elif key == "histograms" and isinstance(val, dict):
+            for name, series in val.items():
+                if not (isinstance(name, str) and isinstance(series, list)):
+                    return None
+                strings.add(name)
+                for hist in series:
+                    if not (isinstance(hist, dict) and hist.keys() <= _HISTOGRAM_KEYS
+                            and _labels_into(hist.get("labels", {}), strings)
+                            and isinstance(hist.get("le", []), list)
+                            and isinstance(hist.get("counts", []), list)
+                            and set(map(type, hist.get("le", []))) <= {str}
+                            and set(map(type, hist.get("counts", []))) <= _PLAIN_TYPES
+                            and _plain(hist.get("sum")) and _plain(hist.get("count"))):
+                        return None
+                    strings.update(hist.get("le", []))
+                    strings.update(hist.keys())
+        elif isinstance(val, str):
+            strings.add(val)
+        elif not _plain(val):
+            return None
+    return strings
+
+
+def _labels_into(labels: Any, strings: set[str]) -> bool:
+    """Add a label set's names and values to ``strings``; False unless it maps str to str."""
+    if not isinstance(labels, dict):
+        return False
+    for name, val in labels.items():
+        if not (isinstance(name, str) and isinstance(val, str)):
+            return False
+        strings.add(name)
+        strings.add(val)
+    return True
+
+
+#: JSON scalars without text, by exact type (``set(map(type, ...))`` checks a list of them
+#: at C speed; a subclass falls to the general way).
+_PLAIN_TYPES = frozenset({type(None), bool, int, float})
+
+
+def _plain(value: Any) -> bool:
+    """A JSON scalar without text: null, a boolean or a number."""
+    return type(value) in _PLAIN_TYPES
 
 
 def _model_files(value: Any, found: set[str]) -> Any:
