@@ -60,6 +60,7 @@ from fleet_agent.schema import (
     SUPPORTED_SCHEMA_VERSIONS,
     ReportError,
     parse_report,
+    shallow_text,
 )
 from fleet_agent.schema import Report as WireReport
 
@@ -344,12 +345,14 @@ def submit_report(request: HttpRequest) -> Status:
     if wait_s > 0:
         raise ApiRefusal(429, "rate limit exceeded",
                          headers={"Retry-After": str(math.ceil(wait_s))})
-    decoded, text = _decode_body(request)
+    decoded, text, strict = _decode_body(request)
     raw = redact_report(decoded)  # the agent redacts; this is the second line
     # The body's own text is stored when redaction changed nothing (the common case): no
     # second serialisation of the document. Redaction copies, never edits, ``decoded``.
     stored_text = text if text is not None and raw == decoded else None
-    wire = _validate(raw)
+    # orjson refused NaN/Infinity, lone surrogates and bad UTF-8 and the body holds no
+    # escaped NUL, so the contract's JSON checks come down to the depth, read off the text.
+    wire = _validate(raw, strict and stored_text is not None and shallow_text(stored_text))
     if wire.host.machine_id != token.host.machine_id:
         raise ApiRefusal(403, "report machine_id does not match this token's host",
                          [{"path": "host.machine_id", "message": "belongs to another host"}])
@@ -411,10 +414,11 @@ def _with_probe_requests(answer: dict[str, Any], token: Any, wire: Any,
     return answer
 
 
-def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None]:
-    """``(the body's JSON object, its text)``; the text is None when PostgreSQL's ``jsonb``
-    might not read it as ``json.loads`` did (not strict UTF-8, or a byte-order mark, which
-    ``json.loads`` skips). Raises :class:`ApiRefusal` (400, 413, 415, 422)."""
+def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None, bool]:
+    """``(the body's JSON object, its text, strict)``; the text is None when PostgreSQL's
+    ``jsonb`` might not read it as ``json.loads`` did (not strict UTF-8, or a byte-order mark,
+    which ``json.loads`` skips); ``strict``: orjson read it (see :func:`_loads`). Raises
+    :class:`ApiRefusal` (400, 413, 415, 422)."""
     try:
         body = read_capped_body(request, MAX_REPORT_BYTES)
     except BodyError as exc:
@@ -423,7 +427,7 @@ def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None]:
         raise ApiRefusal(422, "report contains a NUL character (\\u0000)",
                          [{"path": "$", "message": "NUL characters are not accepted"}])
     try:
-        raw = _loads(body)
+        raw, strict = _loads(body)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and an integer past
         # Python's 4300-digit conversion limit (a plain ValueError)
         raise ApiRefusal(400, "body is not valid JSON", [{"path": "$", "message": str(exc)}]) \
@@ -437,8 +441,8 @@ def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:  # UTF-16 or UTF-32, which json.loads detects
-        return raw, None
-    return raw, None if text.startswith("\ufeff") else text
+        return raw, None, strict
+    return raw, None if text.startswith("\ufeff") else text, strict
 
 
 #: 19 digits in a row: an integer literal orjson would read past 64 bits as a float (digits
@@ -446,27 +450,31 @@ def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None]:
 _LONG_DIGITS = re.compile(rb"\d{19}")
 
 
-def _loads(body: bytes) -> Any:
-    """``json.loads(body)``, the same document, read by orjson (a few times faster) when it
-    can be: not for a body with a 19-digit run (orjson reads an integer past 64 bits as a
-    float), and not for one orjson refuses (NaN, a lone surrogate, a byte-order mark,
-    UTF-16), where ``json`` decides and its error message is the one answered."""
+def _loads(body: bytes) -> tuple[Any, bool]:
+    """``(json.loads(body), strict)``: the same document, read by orjson (a few times faster)
+    when it can be (``strict`` True: then the body holds no NaN/Infinity, no lone surrogate
+    and only UTF-8, which orjson refuses): not for a body with a 19-digit run (orjson reads
+    an integer past 64 bits as a float), and not for one orjson refuses, where ``json``
+    decides and its error message is the one answered."""
     if not _LONG_DIGITS.search(body):
         try:
-            return orjson.loads(body)
+            return orjson.loads(body), True
         except orjson.JSONDecodeError:
             pass
-    return json.loads(body)
+    return json.loads(body), False
 
 
-def _validate(raw: dict[str, Any]) -> Any:
+def _validate(raw: dict[str, Any], json_checked: bool = False) -> Any:
+    """The contract report of ``raw``; ``json_checked``: ``fleet_agent.schema.json_problems``
+    is known to find nothing (see :func:`submit_report`). Raises :class:`ApiRefusal` (400
+    for an unknown schema version, 422 naming the field)."""
     version = raw.get("schema_version")
     if version not in SUPPORTED_SCHEMA_VERSIONS or isinstance(version, bool):
         supported = list(SUPPORTED_SCHEMA_VERSIONS)
         raise ApiRefusal(400, f"unsupported schema_version {version!r}; supported: {supported}",
                          [{"path": "schema_version", "message": f"supported: {supported}"}])
     try:
-        wire = parse_report(raw)
+        wire = parse_report(raw, json_checked)
     except ReportError as exc:
         raise ApiRefusal(422, "report does not match the contract", exc.details) from None
     _printable("host.hostname", wire.host.hostname)
