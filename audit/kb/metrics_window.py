@@ -9,7 +9,6 @@ position p / drafts. Percentiles follow PromQL `histogram_quantile`
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -43,7 +42,11 @@ def histogram_quantile(q: float, hist: Histogram | None) -> float | None:
     if hist is None or not 0.0 <= q <= 1.0:
         return None
     finite = [(le, c) for le, c in hist.buckets if math.isfinite(le)]
-    total = _total(hist, finite)
+    return _quantile(q, finite, _total(hist, finite))
+
+
+def _quantile(q: float, finite: list[tuple[float, float]], total: float | None) -> float | None:
+    """:func:`histogram_quantile` from the histogram's finite buckets and its total."""
     if not finite or total is None or not total > 0:
         return None
     rank = q * total
@@ -101,14 +104,12 @@ def window(
         "requests_waiting": _as_count(cur.gauges.get("requests_waiting")),
     }
     out.update(_traffic(base, cur, seconds))
-    deltas: dict[str, Histogram | None] = {}  # several percentiles read one histogram
+    deltas = _Deltas(base, cur)
     for key, canon, q in _PERCENTILES:
-        if canon not in deltas:
-            deltas[canon] = _hist_delta(base, cur, canon)
-        out[key] = histogram_quantile(q, deltas[canon])
-    out.update(_means(base, cur))
+        out[key] = deltas.quantile(q, canon)
+    out.update(_means(deltas))
     out.update(_spec(base, cur))
-    out.update(_admission_and_caching(base, cur, seconds))
+    out.update(_admission_and_caching(base, cur, seconds, deltas))
     out.update(_cache_config(cur.cache_config))
     out["missing"] = _missing(cur)
     out["errors"] = list(cur.errors)
@@ -143,14 +144,40 @@ _MEANS = (("ttft_mean_s", "ttft"), ("queue_mean_s", "queue_time"),
           ("prompt_len_mean", "prompt_len"), ("generation_len_mean", "generation_len"))
 
 
-def _means(base: MetricSnapshot | None, cur: MetricSnapshot) -> dict[str, Any]:
+class _Deltas:
+    """The window's histograms (:func:`_hist_delta` of ``base`` and ``cur``), each computed
+    once however many quantiles and means read it, with its finite buckets and total."""
+
+    def __init__(self, base: MetricSnapshot | None, cur: MetricSnapshot) -> None:
+        self.base, self.cur = base, cur
+        self._hists: dict[str, Histogram | None] = {}
+        self._ranked: dict[str, tuple[list[tuple[float, float]], float | None]] = {}
+
+    def hist(self, name: str) -> Histogram | None:
+        """``_hist_delta(base, cur, name)``."""
+        if name not in self._hists:
+            self._hists[name] = _hist_delta(self.base, self.cur, name)
+        return self._hists[name]
+
+    def quantile(self, q: float, name: str) -> float | None:
+        """``histogram_quantile(q, self.hist(name))``."""
+        hist = self.hist(name)
+        if hist is None or not 0.0 <= q <= 1.0:
+            return None
+        if name not in self._ranked:
+            finite = [(le, c) for le, c in hist.buckets if math.isfinite(le)]
+            self._ranked[name] = finite, _total(hist, finite)
+        return _quantile(q, *self._ranked[name])
+
+
+def _means(deltas: _Deltas) -> dict[str, Any]:
     """Means of the window's histograms (None without observations) and ``requests_timed``:
     how many requests got their first token in the window (the TTFT histogram's count)."""
     out: dict[str, Any] = {}
     for key, canon in _MEANS:
-        hist = _hist_delta(base, cur, canon)
+        hist = deltas.hist(canon)
         out[key] = _ratio(hist.sum, hist.count) if hist else None
-    ttft = _hist_delta(base, cur, "ttft")
+    ttft = deltas.hist("ttft")
     out["requests_timed"] = _as_count(ttft.count) if ttft and ttft.count is not None else None
     return out
 
@@ -166,7 +193,7 @@ def _label_delta(base: MetricSnapshot | None, cur: MetricSnapshot,
 
 
 def _admission_and_caching(base: MetricSnapshot | None, cur: MetricSnapshot,
-                           seconds: float | None) -> dict[str, Any]:
+                           seconds: float | None, deltas: _Deltas) -> dict[str, Any]:
     """Metrics added in 0.19-0.33: admission rejections (0.32+, by reason), waiting requests
     by reason (0.20+), cached prompt tokens (0.19.1+), tool-parser invocations (0.24+, by
     outcome), preemptions per request (0.30+). None when the exposition lacks them."""
@@ -175,7 +202,7 @@ def _admission_and_caching(base: MetricSnapshot | None, cur: MetricSnapshot,
     prompt = _delta(base, cur, "prompt_tokens")
     waiting = cur.by_label.get("requests_waiting") or {}
     outcomes = _label_delta(base, cur, "tool_parser_invocations")
-    preempt = _hist_delta(base, cur, "request_preemptions")
+    preempt = deltas.hist("request_preemptions")
     return {
         "admission_rejections": _as_count(rejected),
         "admission_rejections_per_s": _rate(rejected, seconds),
@@ -186,7 +213,7 @@ def _admission_and_caching(base: MetricSnapshot | None, cur: MetricSnapshot,
         "prompt_cached_fraction": _ratio(cached, prompt),
         "tool_parser_invocations": _as_count(_delta(base, cur, "tool_parser_invocations")),
         "tool_parser_tool_calls": _as_count(outcomes.get("tool_call")) if outcomes else None,
-        "request_preemptions_p99": histogram_quantile(0.99, preempt),
+        "request_preemptions_p99": deltas.quantile(0.99, "request_preemptions"),
         "request_preemptions_mean": _ratio(preempt.sum, preempt.count) if preempt else None,
     }
 
@@ -272,15 +299,14 @@ def _hist_delta(base: MetricSnapshot | None, cur: MetricSnapshot, name: str) -> 
     if hist is None or base is None:
         return hist
     old = base.histograms.get(name)
-    if old is None or [le for le, _ in old.buckets] != [le for le, _ in hist.buckets]:
-        return None  # bucket layout changed or histogram new: no honest delta
-    buckets = [(le, c - oc) for (le, c), (_, oc) in zip(hist.buckets, old.buckets, strict=True)]
-    return dataclasses.replace(
-        hist,
-        buckets=buckets,
-        sum=_sub(hist.sum, old.sum),
-        count=_sub(hist.count, old.count),
-    )
+    if old is None or len(old.buckets) != len(hist.buckets):
+        return None  # histogram new or bucket layout changed: no honest delta
+    buckets = []
+    for (le, count), (old_le, old_count) in zip(hist.buckets, old.buckets, strict=True):
+        if le != old_le:
+            return None  # bucket layout changed
+        buckets.append((le, count - old_count))
+    return Histogram(buckets, _sub(hist.sum, old.sum), _sub(hist.count, old.count))
 
 
 def _delta(base: MetricSnapshot | None, cur: MetricSnapshot, name: str) -> float | None:
