@@ -1,6 +1,6 @@
 """Benchmark: parse a real-sized vLLM /metrics body and derive its windows (not a test).
 
-Issue 4 target: building one server's context, including parsing a real-sized /metrics
+Target: building one server's context, including parsing a real-sized /metrics
 (1,000+ lines), under 10 ms median. This script times the metrics share of that budget:
 `parse()` of the current scrape plus the lifetime and delta `window()`s, on
 
@@ -32,7 +32,7 @@ from audit.kb.metrics import parse, window  # noqa: E402
 
 CASES = ROOT / "demo" / "data" / "cases" / "metrics"
 CAPTURE = "lmswitch-fixture_2026-09-custom_dsv4-flash-mtp6.prom"
-TARGET_MS = 10.0  # issue 4, "Benchmark": whole context build, median
+TARGET_MS = 10.0  # whole context build, median
 
 
 def dp2(text: str) -> str:

@@ -17,7 +17,7 @@ runs, ``--reset`` drops it). Measured in the same run and printed as ratios:
 - a host page with 24 h of 30 s samples (``GET /hosts/<code>/?window=24h`` and ``7d``),
   its query count and the largest series shipped to the browser.
 
-Issue 6 targets: overview < 300 ms median with a query count independent of the host
+Targets: overview < 300 ms median with a query count independent of the host
 count; host page < 300 ms. Not a test: nothing is asserted.
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/fleet_audit_bench"
-TARGET_MS = 300.0  # issue 6 "Performance"
+TARGET_MS = 300.0  # overview, median
 
 
 def _setup(database_url: str) -> None:

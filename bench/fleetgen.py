@@ -127,7 +127,7 @@ def generate(hosts: int, servers_per_host: int = 3, findings_per_host: float = 2
              spark_hosts: int = 200, seed: int = 1) -> dict[str, int]:
     """Grow the generated fleet to ``hosts`` hosts (existing ``gen-`` hosts are kept, so
     a benchmark can measure at 1/10 scale, then grow), adding ``findings_per_host`` active
-    findings per new host (20 = issue 6's 200,000 findings on 10,000 hosts). The first
+    findings per new host (20 = 200,000 findings on 10,000 hosts, the dashboard's sizing). The first
     ``spark_hosts`` new hosts get one hour of one-minute samples for the overview
     sparkline. Returns what was added."""
     rng = random.Random(seed + hosts)

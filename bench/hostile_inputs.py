@@ -1,6 +1,6 @@
 """Benchmark: the cost of the largest hostile inputs the caps still let through (not a test).
 
-Issue 16 item 7 targets: no single accepted report may tie up a web worker or an evaluation.
+Targets: no single accepted report may tie up a web worker or an evaluation.
 Measured here, each against a same-run baseline of a real-sized body:
 
 - ``audit.kb.metrics.parse`` of a /metrics body at the ingest cap (``MAX_METRICS_CHARS``) made of

@@ -1,6 +1,6 @@
 """Benchmark: report-to-finding latency (p50/p99) with one Celery worker at half its load.
 
-Not a test. Issue 8 target: p99 under 1 s.
+Not a test. Target: p99 under 1 s.
 
 Real processes on a dedicated database (``fleet_bench_latency``) and Redis db 11: gunicorn
 serving the product (2 sync workers) and one Celery worker (``--concurrency 1``, all queues).
@@ -48,7 +48,7 @@ from common import (  # noqa: E402
     setup_django,
 )
 
-TARGET_P99_S = 1.0  # issue 8 "Benchmarks": report-to-finding p99 under 1 s
+TARGET_P99_S = 1.0  # report-to-finding p99 under 1 s
 DRAIN_TIMEOUT_S = 300
 
 

@@ -1,6 +1,6 @@
 """Benchmark: storage per host per day, and what retention/downsampling keeps it bounded.
 
-Not a test. Issue 14 target: at most 5 MB per host per 30 days, everything included.
+Not a test. Target: at most 5 MB per host per 30 days, everything included.
 
 On a dedicated database (``fleet_bench_storage``, dropped at the end): ``--hosts`` hosts
 each send ``--hours`` hours of reports at the agent's 30 s interval through the real API
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> None:
 
 def summary(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]],
             host_days: float, retention_h: int, hosts: int) -> None:
-    """Print the footprint of one host over 30 days, everything included (issue 14 target
+    """Print the footprint of one host over 30 days, everything included (target
     <= 5 MB): full-resolution samples of the last ``SAMPLE_FULL_RESOLUTION_HOURS``, samples thinned
     to one per hour for the rest of the 30 days, the raw reports still kept (changes, each
     server's newest) and the inventory rows.

@@ -67,8 +67,8 @@ def _drop_derived_raw() -> int:
     """Delete raw reports already derived into samples and evaluated, older than
     ``REPORT_RAW_RETENTION_MINUTES``, unless kept (something changed: version, flags, env,
     template, GPUs, models), the newest of a server (``Server.last_report``) or the start of
-    a metric window (``ServerAuditState.metrics_baseline``). Returns the count (issue 14:
-    most reports repeat the previous one; their numbers live on in the samples)."""
+    a metric window (``ServerAuditState.metrics_baseline``). Returns the count (most
+    reports repeat the previous one; their numbers live on in the samples)."""
     from django.apps import apps
 
     cutoff = timezone.now() - timedelta(minutes=settings.REPORT_RAW_RETENTION_MINUTES)

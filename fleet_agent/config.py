@@ -45,7 +45,7 @@ DEFAULT_SPOOL_DIR = "/var/lib/fleet-agent/spool"
 DEFAULT_SPOOL_MAX_REPORTS = 2880
 #: 200 MiB of gzipped reports.
 DEFAULT_SPOOL_MAX_BYTES = 200 * 1024 * 1024
-#: Seconds between collections (issue 3 and the contract's example `interval_s`).
+#: Seconds between collections (the contract's example `interval_s`).
 DEFAULT_INTERVAL_S = 30
 #: Cycles between scheduled raw /metrics texts: hourly at the default interval
 #: (``fleet_agent.metrics_compact.DEFAULT_TEXT_EVERY``).

@@ -47,7 +47,7 @@ from fleet_agent.discovery import (
 )
 from fleet_agent.ondisk import hf_cache_root
 
-#: Largest ``config.json`` sent (issue 11 contract: 256 KiB).
+#: Largest ``config.json`` sent (the contract's limit: 256 KiB).
 MAX_CONFIG_BYTES = 256 << 10
 #: Largest small side file (generation/quantisation configs).
 MAX_SIDE_BYTES = 64 << 10

@@ -1,7 +1,7 @@
 """Secret redaction: pure functions that keep credentials on the node.
 
-Rules (issue 3 and issue 16 item 2, ``docs/wire-contract.md`` "Redaction replaces the
-value, never drops the flag"):
+Rules (``docs/wire-contract.md`` "Redaction replaces the value, never drops the
+flag"):
 
 * a flag, env var or JSON key is secret when one of its word parts (split on ``-``, ``_``,
   ``.`` and camelCase) is a secret word or abbreviation (:data:`SECRET_WORDS`: ``TOKEN(S)``,

@@ -374,7 +374,7 @@ MAX_PROBE_EVIDENCE_CHARS = 2000
 
 
 class ProbeOutcome(_Model):
-    """One live probe's result on this server (issue 17; run only when an operator asked).
+    """One live probe's result on this server (run only when an operator asked).
 
     ``outcome``: ``confirmed`` (the known issue shows on this server), ``not_reproduced``,
     ``error`` (the probe could not run to a verdict) or ``skipped`` (not applicable, e.g. no

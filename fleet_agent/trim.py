@@ -8,8 +8,8 @@ instrumentator families), every other non-``vllm:`` family, the ``vllm:*_created
 timestamp gauges, and finally (never expected) a server's whole metrics text,
 largest first. Each drop is recorded in that server's ``errors``.
 
-:func:`conform` first cuts the report to the per-field limits of the schema (issue 16 items
-5 and 11), so one oversized field or server never costs the whole report.
+:func:`conform` first cuts the report to the per-field limits of the schema, so one
+oversized field or server never costs the whole report.
 """
 
 from __future__ import annotations

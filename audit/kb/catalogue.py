@@ -1,6 +1,6 @@
 """One decision per server about the model: its family, its config and how both were found.
 
-Order (issue 11):
+Order:
 
 1. the node's ``model_files.config`` (``model_type`` of the config or of its text config,
    else ``architectures``) -> family through ``model_types`` of ``data/model_catalogue.yaml``;
