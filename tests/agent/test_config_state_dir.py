@@ -1,4 +1,4 @@
-"""Issue 13.11: ``fleet-agent run --config X`` keeps its spool and state beside X when X names
+"""``fleet-agent run --config X`` keeps its spool and state beside X when X names
 no spool_dir, instead of writing under /var/lib/fleet-agent."""
 
 from __future__ import annotations

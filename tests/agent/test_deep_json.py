@@ -1,4 +1,4 @@
-"""Deeply nested JSON in argv/env (issue 16 context, harden item 1): redaction never raises,
+"""Deeply nested JSON in argv/env: redaction never raises,
 the agent's cycle still reports the host, and the value goes out whole as REDACTED."""
 
 from __future__ import annotations

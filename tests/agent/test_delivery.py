@@ -255,7 +255,7 @@ def test_spool_order_survives_a_clock_that_steps_back(tmp_path):
 
 
 def test_the_dashboard_client_ignores_proxy_environment_variables(monkeypatch):
-    """Issue 16 item 20: HTTP(S)_PROXY in the agent's environment must not reroute reports
+    """HTTP(S)_PROXY in the agent's environment must not reroute reports
     (and the host token) through someone else's proxy."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

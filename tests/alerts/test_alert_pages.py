@@ -145,7 +145,7 @@ def test_a_slack_url_and_webhook_secret_are_masked_and_kept_on_save(admin_client
 
 
 def test_the_alert_pages_name_triggers_in_words_not_internal_names(admin_client):
-    """Issue 13: "Risky upgrade", never ``risky_upgrade``, in the channel list and the log."""
+    """The channel list and the log say "Risky upgrade", never ``risky_upgrade``."""
     channel = ChannelFactory(name="ops mail", triggers=["risky_upgrade", "host_silent"])
     Delivery.objects.create(channel=channel, trigger="risky_upgrade", group_key="u",
                             message={"title": "Risky upgrade on gpu-1: 0.25.1 → 0.30.0"})

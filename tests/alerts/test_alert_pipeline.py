@@ -1,7 +1,7 @@
 """From agent reports to one alert: a host moves from vLLM 0.25.1 to 0.27.0.
 
 Reports go through the real ingest API and the real evaluation against the
-shipped rules; only the alert side is under test here (issue 7, "Done when").
+shipped rules; only the alert side is under test here.
 """
 
 from __future__ import annotations

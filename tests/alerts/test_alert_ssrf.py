@@ -1,6 +1,6 @@
 """The SSRF guard of Slack/webhook channels: literals, embedded IPv4, DNS rebinding.
 
-Issue 16 item 9. The resolver is stubbed at ``socket.getaddrinfo`` (the network seam both
+The resolver is stubbed at ``socket.getaddrinfo`` (the network seam both
 the check and httpcore's connect go through); the receiver is a real HTTP server on
 127.0.0.1, which a rebinding name must never reach.
 """

@@ -202,8 +202,8 @@ PRESETS = {"light": _light, "push": _push, "plain": _plain}
 
 
 def _model_decision_keys(ctx: dict[str, Any]) -> None:
-    """Issue 11 keys (``model.arch``/``files``/``family_*``, ``memory``), empty: the presets
-    describe no config.json, so nothing is known beyond the family they name."""
+    """The model-decision keys (``model.arch``/``files``/``family_*``, ``memory``), empty:
+    the presets describe no config.json, so nothing is known beyond the family they name."""
     from audit.kb.memory import _empty as empty_memory
     from audit.kb.modelcfg import geometry_from_config
 

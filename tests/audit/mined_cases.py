@@ -1,4 +1,4 @@
-"""Expectations for the real-report cases mined from the vLLM tracker for issue 12 "Breadth"
+"""Expectations for the real-report cases mined from the vLLM tracker
 (tests/audit/more_cases/2NN-*.json and, for the second mining pass, 3NN-*.json; rules with the
 ``upx-`` prefix).
 

@@ -1,6 +1,6 @@
 """The upstream rules (audit/rules/upstream_*.yaml) against real bug reports and near misses.
 
-Part 1 turns every shared case (demo/data/cases/reports/*.json, issue 4 "Coverage") into a
+Part 1 turns every shared case (demo/data/cases/reports/*.json) into a
 contract report with ``tests/audit/casekit.case_to_report``, builds the contexts with
 ``audit.kb.context.build_contexts`` and asserts that the knowledge base tells the operator
 the case's diagnosis (the substance of its ``expected_finding``) at a severity that makes

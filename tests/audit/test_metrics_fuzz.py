@@ -1,7 +1,7 @@
 """Property-based fuzz of audit.kb.metrics: random and mutated /metrics text never breaks it.
 
-FUZZ_EXAMPLES (env, default 500) sets hypothesis' max_examples per property; issue 8 runs
-it at 10,000+.
+FUZZ_EXAMPLES (env, default 500) sets hypothesis' max_examples per property; the
+target is 10,000+.
 """
 
 from __future__ import annotations

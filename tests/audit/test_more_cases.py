@@ -5,7 +5,7 @@ source_url, vllm_version, gpus, argv, env, symptom, root_cause, fixed_in, expect
 confidence) into a contract report with ``casekit.case_to_report``, builds the contexts and
 asserts that the rule carrying the case's diagnosis fires at a severity that makes an operator
 act. Part 2 checks the rules added or generalised for these cases on hand-built contexts: they
-fire on their cause and stay silent on the near miss (issue 4 "Coverage").
+fire on their cause and stay silent on the near miss.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ EXPECTATIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "115": (("up-fp8-weights-pre-ada",), "high"),
     # #54318: Qwen3.8-Flash-Next-FP8 on 4x A100 with a model-launch image tag.
     "116": (("up-fp8-weights-pre-ada",), "high"),
-    # 2NN: rules mined from the tracker for issue 12 (tests/audit/mined_cases.py).
+    # 2NN: rules mined from the vLLM tracker (tests/audit/mined_cases.py).
     **MINED_EXPECTATIONS,
 }
 

@@ -1,4 +1,4 @@
-"""Issue 13.7: one --gpu-memory-utilization gives one finding (``supersedes``), and a rule
+"""One --gpu-memory-utilization gives one finding (``supersedes``), and a rule
 that supersedes a missing rule, or itself, is refused at load."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rules mined from the vLLM tracker (issue 12 "Breadth", ``upx-`` prefix): each fires on the
+"""Rules mined from the vLLM tracker (``upx-`` prefix): each fires on the
 real report it came from (tests/audit/more_cases/2NN-*.json, checked with the other more-cases
 in test_more_cases.py) and stays silent on that report's nearest neighbour (mined_cases.py
 ``NEAR_MISSES``: the fixed release, another GPU, the other backend or flag).

@@ -1,7 +1,7 @@
 """The admin role cannot make itself (or anyone) a superuser, nor take over a superuser.
 
-Issue 16 item 13: a non-superuser admin ticked ``is_superuser`` on itself in the Django
-admin, reset a superuser's password, and "demoted" a superuser in Settings to no effect.
+A non-superuser admin cannot tick ``is_superuser`` on itself in the Django admin, reset a
+superuser's password, or "demote" a superuser in Settings.
 """
 
 from __future__ import annotations

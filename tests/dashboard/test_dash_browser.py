@@ -193,7 +193,7 @@ def test_the_other_pages_render_for_an_admin(page, live_server, seeded):
 
 
 def test_no_page_breaks_the_content_security_policy(page, live_server, seeded):
-    """Issue 16 item 18: the CSP forbids inline scripts and styles; Chromium reports every
+    """The CSP forbids inline scripts and styles; Chromium reports every
     blocked one on the console, and the page behaviours moved to static/js/ui.js work."""
     from alerts.models import AlertChannel
 
@@ -218,7 +218,7 @@ def test_no_page_breaks_the_content_security_policy(page, live_server, seeded):
 
 
 def test_the_host_page_says_what_to_do_above_the_fold(page, live_server, seeded):
-    """Issue 13.7: a fresh reader sees the findings that matter and the command to run in the
+    """A fresh reader sees the findings that matter and the command to run in the
     first screen, before the charts; the filter bar keeps one line with a long GPU name."""
     sign_in(page, live_server, "viewer-user")
     for host in seeded["hosts"]:
@@ -241,8 +241,8 @@ def test_the_host_page_says_what_to_do_above_the_fold(page, live_server, seeded)
 
 def test_the_add_host_one_liner_stays_inside_its_box_with_a_copy_button(page, live_server,
                                                                          seeded):
-    """Issue 13: the install one-liner wrapped past its box (and the page) on a laptop screen;
-    it now wraps inside the box, and Copy copies exactly the command."""
+    """On a laptop screen the install one-liner wraps inside its box (not past it and the
+    page), and Copy copies exactly the command."""
     violations: list[str] = []
     page.on("console", lambda msg: violations.append(msg.text)
             if "Content Security Policy" in msg.text else None)

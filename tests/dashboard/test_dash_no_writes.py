@@ -1,4 +1,4 @@
-"""Issue 13.9: a GET never writes (rules were mirrored on the first visit to Findings and met
+"""A GET never writes (rules were mirrored on the first visit to Findings and met
 the simulator's writes with "database is locked"), and the embedded SQLite default runs in
 WAL mode with a busy timeout."""
 

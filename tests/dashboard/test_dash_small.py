@@ -1,4 +1,4 @@
-"""Issue 13.11 (and 13.7's menu): favicon, admin names, page titles, Add host in the menu,
+"""Favicon, admin names, page titles, Add host in the menu,
 make test leaving apt-get to CI, no leftover LEAD notes."""
 
 from __future__ import annotations

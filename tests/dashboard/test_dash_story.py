@@ -1,4 +1,4 @@
-"""Issue 13.7: pages speak words, not internal fields: rule pages render message placeholders
+"""Pages speak words, not internal fields: rule pages render message placeholders
 as words, and the recommender's diff never says "see version.reason"."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_the_overview_headline_is_what_just_happened(demo_fleet):
 
 @pytest.mark.django_db
 def test_the_host_page_opens_with_what_to_do(client, role_user, demo_fleet):
-    """Issue 13.7: the recommended command and the three findings that matter come first,
+    """The recommended command and the three findings that matter come first,
     before the charts and the per-server cards."""
     from audit.models import Finding
 

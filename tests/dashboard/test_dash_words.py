@@ -1,4 +1,4 @@
-"""Issue 13 (newcomer trial): pages show words and readable numbers, not internal names,
+"""Pages show words and readable numbers, not internal names,
 raw evidence keys, exponent notation, ISO stamps or seed file names."""
 
 from __future__ import annotations

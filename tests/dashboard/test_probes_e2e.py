@@ -1,4 +1,4 @@
-"""Issue 17 end to end: an operator enables live probes, the agent learns it from the report
+"""End to end: an operator enables live probes, the agent learns it from the report
 answer, runs them in its next cycle, the report carries the result, the advisory's severity
 changes and the alert says "confirmed"; a server whose probes are off receives nothing."""
 

@@ -104,7 +104,7 @@ def test_an_admin_gets_a_one_liner_with_a_fresh_secret_and_a_viewer_does_not(
 
 
 def test_the_served_script_embeds_the_sha256_of_the_served_wheel(client, settings, built_var):
-    """Issue 16 item 12: the installer checks the wheel against this digest."""
+    """The installer checks the wheel against this digest."""
     import hashlib
     import re
 
@@ -126,7 +126,7 @@ def test_the_image_builds_the_agent_wheel_before_dropping_root():
 
 
 def test_the_served_script_embeds_the_sha256_of_the_served_lock(client, settings, built_var):
-    """Issue 16 item 12: the dependency lock travels like the wheel, digest in the script."""
+    """The dependency lock travels like the wheel, digest in the script."""
     import hashlib
     import re
 

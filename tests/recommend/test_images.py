@@ -1,4 +1,4 @@
-"""Issue 13.5: the recommended ``docker run`` names an image tag that exists (a release the
+"""The recommended ``docker run`` names an image tag that exists (a release the
 knowledge base has a table for), mounts a model served from a local path, and keeps the
 parsers of the model family the server was decided to be."""
 
@@ -69,8 +69,8 @@ def test_a_model_served_from_a_local_path_is_mounted_into_the_container() -> Non
 
 
 def test_max_model_len_never_exceeds_what_the_note_says_tp1_can_serve() -> None:
-    """Issue 13.8: a latency workload with 15-token prompts at TP=1 was raised to 262144
-    while the note said TP=1 cannot serve documents that long."""
+    """A latency workload with 15-token prompts at TP=1 is not raised to 262144 while the
+    note says TP=1 cannot serve documents that long."""
     from rkit import prompt_metrics
 
     report = host_report(H100, 1, serve(AWQ_31B, "--max-model-len", "32768"),

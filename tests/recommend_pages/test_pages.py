@@ -76,7 +76,7 @@ def test_a_target_that_is_not_a_version_is_explained(signed_in, ingested):
 
 
 def test_the_planner_summarises_first_and_pages_worst_first(signed_in, ingested, monkeypatch):
-    """Issue 13.10: counts on top, blocked/risky plans before safe ones, a bounded page."""
+    """Counts on top, blocked/risky plans before safe ones, a bounded page."""
     from advice import views
 
     monkeypatch.setattr(views, "PLANS_PER_PAGE", 1)

@@ -15,7 +15,7 @@ real command lines of ``demo/data/cases/reports`` and of the real captures of
 ``demo/data/cases/metrics``. ``tests/audit/test_metrics_fuzz.py`` fuzzes the metrics parser
 with other generators; this file adds the "clear error" properties.
 
-FUZZ_EXAMPLES (env, default 1000) is hypothesis' max_examples per test; issue 8 asks for at
+FUZZ_EXAMPLES (env, default 1000) is hypothesis' max_examples per test; the target is at
 least 10,000 inputs per parser: ``FUZZ_EXAMPLES=10000 pytest -p no:django tests/scale/
 test_fuzz_parsers.py``. Pure Python: no database needed.
 """

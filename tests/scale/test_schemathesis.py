@@ -16,7 +16,7 @@ own JSON schema (``fleet_agent.schema.Report``) with the token's ``machine_id``.
 
 SCHEMATHESIS_EXAMPLES (env, default 600) is hypothesis' max_examples of each of the two
 tests (one per operation; each mixes positive, negative and, for reports, contract cases),
-so the default makes about 1,200 requests (about a minute here); issue 8 asks for at least
+so the default makes about 1,200 requests (about a minute here); the target is at least
 1,000. Each test prints
 its request count and status histogram (``pytest -s``).
 """

@@ -137,7 +137,7 @@ def test_a_restarted_simulator_holds_the_state_the_timeline_reached(build_fleet,
 
 
 def test_case_hosts_do_not_all_share_one_kv_level():
-    """Issue 13.11: every case host drew the same KV sparkline."""
+    """Case hosts draw different KV sparklines, not one shared level."""
     from demo.casehosts import case_hosts
 
     levels = {s.workload.kv_usage for h in case_hosts() for s in h.servers

@@ -1,4 +1,4 @@
-"""Issue 13.9: re-running the demo reuses the demo's hosts (their saved tokens) instead of
+"""Re-running the demo reuses the demo's hosts (their saved tokens) instead of
 enrolling every host again with new live tokens."""
 
 from __future__ import annotations
