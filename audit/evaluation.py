@@ -394,7 +394,7 @@ def _apply(server: Server, report: Report, kb: Any, cadences: list[str],
         outcome.failures.append(failure.rule_id)
     known = _cadences(kb)
     active = {}
-    for finding in Finding.objects.raw(_ACTIVE_SQL, [server.pk]):
+    for finding in rows.load(Finding, _ACTIVE_SQL, [server.pk]):
         cadence = known.get(finding.rule_id)
         in_scope = cadence in cadences or (cadence is None and "config" in cadences)
         if in_scope and finding.rule_id not in fired and finding.rule_id not in failed:
@@ -407,8 +407,8 @@ def _apply(server: Server, report: Report, kb: Any, cadences: list[str],
 
 
 #: ``server.findings.active()`` (the model's order) without compiling it on every report.
-_ACTIVE_SQL = ("SELECT * FROM audit_finding WHERE server_id = %s AND status <> 'resolved' "
-               "ORDER BY last_seen DESC")
+_ACTIVE_SQL = (f"SELECT {rows.columns(Finding, 'f')} FROM audit_finding f "  # noqa: S608
+               "WHERE server_id = %s AND status <> 'resolved' ORDER BY last_seen DESC")
 
 _CADENCES: dict[tuple[int, str], dict[str, str]] = {}
 
@@ -445,13 +445,14 @@ def _server_events(server: Server, report: Report, vllm: dict, ctx: Callable[[],
 
 
 #: The query below in one statement (the ORM's compilation of it cost more CPU than running
-#: it); PostgreSQL only (the typed NULL test).
-_CHANGES_SQL = """
-SELECT c.* FROM fleet_changeevent c JOIN fleet_report r ON r.id = c.report_id
+#: it); PostgreSQL only (the typed NULL test). The column list is the model's own.
+_CHANGES_SQL = f"""
+SELECT {rows.columns(ChangeEvent, "c")}
+  FROM fleet_changeevent c JOIN fleet_report r ON r.id = c.report_id
  WHERE c.server_id = %(server)s AND c.kind = %(kind)s AND r.collected_at <= %(at)s
    AND (%(last)s::timestamptz IS NULL OR r.collected_at > %(last)s)
  ORDER BY r.collected_at, c.id
-"""
+"""  # noqa: S608
 
 
 def _changes_since_last_evaluation(server: Server, report: Report,
@@ -461,9 +462,9 @@ def _changes_since_last_evaluation(server: Server, report: Report,
     newer one is evaluated first (two workers, spool replay), so their changes count here."""
     known: _Known | None = getattr(report, "_steady", None)
     if known is not None:  # PostgreSQL; read after the host lock: none was evaluated since
-        return list(ChangeEvent.objects.raw(_CHANGES_SQL, {
+        return rows.load(ChangeEvent, _CHANGES_SQL, {
             "server": server.pk, "kind": kind, "at": report.collected_at,
-            "last": known.claim.last_evaluated}))
+            "last": known.claim.last_evaluated})
     last = (Report.objects.filter(host_id=server.host_id, evaluated_at__isnull=False,
                                   collected_at__lt=report.collected_at)
             .order_by("-collected_at").values_list("collected_at", flat=True).first())

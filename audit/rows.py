@@ -46,7 +46,10 @@ def columns(model: Any, alias: str) -> str:
 
 def load(model: Any, sql: str, params: Any) -> list[Any]:
     """Run ``sql`` (selecting :func:`columns` of ``model``) and build one ``model`` per
-    row, each field's value converted as the ORM converts it (``from_db_value``)."""
+    row, each field's value converted as the ORM converts it (``from_db_value``; on another
+    database than PostgreSQL, whose backend converts more, ``model.objects.raw``)."""
+    if connection.vendor != "postgresql":
+        return list(model.objects.raw(sql, params))
     fields = model._meta.concrete_fields
     names = [f.attname for f in fields]
     converters = [(i, f.from_db_value) for i, f in enumerate(fields)
