@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from audit import steady
+from audit import rows, steady
 from audit.crashloop import evaluate_failed_starts
 from audit.kb.context import config_key, config_part, finish_context, vllm_history
 from audit.kb.engine import Evaluation
@@ -70,11 +70,12 @@ def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
                                           _identity, config_fingerprint)
             if outcomes is not None:
                 return outcomes
-            report = Report.objects.get(pk=claimed.id)  # both rows are locked already
+            # Both rows are locked already; the report before it comes in the same statement.
+            report, previous = steady.reports(claimed)
             # The locked host row as `.only("id")` would read it: the evaluation reads
             # nothing of it but its id (its servers and reports).
             host = Host.from_db(Host.objects.db, ["id"], [claimed.host_id])
-            report._steady = _Known(kb, claimed)  # what the full path need not read again
+            report._steady = _Known(kb, claimed, previous)  # what the full path need not read
         else:
             report = (Report.objects.select_for_update(skip_locked=True)
                       .filter(report_id=report_id, evaluated_at=None).first())
@@ -85,7 +86,7 @@ def evaluate_report(report_id: Any) -> list[ServerOutcome] | None:
         report.evaluated_at = timezone.now()
         report.evaluation_error = "; ".join(
             f"{o.server_id}:{f}" for o in outcomes for f in o.failures)[:2000]
-        report.save(update_fields=["evaluated_at", "evaluation_error"])
+        rows.save(report, ["evaluated_at", "evaluation_error"])
     return outcomes
 
 
@@ -117,10 +118,12 @@ def record_failure(report_id: Any, exc: BaseException) -> bool:
 class _Known(NamedTuple):
     """What the PostgreSQL path read before deciding that something is due (on the report
     as ``_steady``): the knowledge base and the claim, with the host's newest evaluated
-    report and whether a server has a failed start (:class:`audit.steady.Claim`)."""
+    report and whether a server has a failed start (:class:`audit.steady.Claim`), and the
+    host's report before this one (None when there is none)."""
 
     kb: Any
     claim: steady.Claim
+    previous: Report | None
 
 
 def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
@@ -133,27 +136,39 @@ def _evaluate_locked(host: Host, report: Report) -> list[ServerOutcome]:
         newest = known.claim.newest
     if newest is not None and report.collected_at < newest:
         return []  # a late replay: history is stored, current findings stay as they are
-    kb = current_knowledge_base() if known is None else known.kb
-    previous = (Report.objects.filter(host=host, collected_at__lt=report.collected_at)
-                .order_by("-collected_at"))
-    # Without its raw body unless the PostgreSQL path found something due (or a failed
-    # start): only a context built for a server with rules due reads it (a nothing-due
-    # report must not load and decode a second 50 KB report), and a deferred field costs a
-    # second query when it is read.
-    previous = (previous if known is not None else previous.defer("raw")).first()
+    if known is None:
+        kb = current_knowledge_base()
+        # Without its raw body: only a context built for a server with rules due reads it (a
+        # nothing-due report must not load and decode a second 50 KB report), and a deferred
+        # field costs a second query when it is read.
+        previous = (Report.objects.filter(host=host, collected_at__lt=report.collected_at)
+                    .order_by("-collected_at").defer("raw").first())
+        servers = {s.identity: (s, _audit_state(s)) for s in host.servers
+                   .select_related("audit_state").defer(*_UNREAD_SERVER_FIELDS)}
+    else:  # something is due: the previous report was read with this one
+        kb, previous = known.kb, known.previous
+        servers = steady.servers(host.pk)
     contexts = _LazyContexts(report, previous, kb.version)
-    servers = {s.identity: s for s in host.servers.select_related("audit_state")
-               .defer(*_UNREAD_SERVER_FIELDS)}
     outcomes = []
     for index, raw_server in enumerate(report.raw.get("servers") or []):
-        server = servers.get(_identity(raw_server))
-        if server is None:
+        found = servers.get(_identity(raw_server))
+        if found is None:
             continue
-        outcomes.append(_evaluate_server(kb, server, report, index, contexts, previous))
+        server, state = found
+        outcomes.append(_evaluate_server(kb, server, state, report, index, contexts,
+                                         previous))
 
     if known is None or known.claim.failed_start:  # else no server of the host has one
         outcomes.extend(evaluate_failed_starts(kb, host, report))
     return outcomes
+
+
+def _audit_state(server: Server) -> ServerAuditState | None:
+    """The server's audit state as selected with it, None when it has none yet."""
+    try:
+        return server.audit_state
+    except ServerAuditState.DoesNotExist:
+        return None
 
 
 #: Server columns the evaluation never reads (the report's own entry says it all): not
@@ -240,12 +255,11 @@ def _config_part(raw_server: dict, raw: dict, kb_version: str) -> dict:
     return part
 
 
-def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
-                     contexts: _LazyContexts, previous: Report | None) -> ServerOutcome:
+def _evaluate_server(kb: Any, server: Server, state: ServerAuditState | None, report: Report,
+                     index: int, contexts: _LazyContexts,
+                     previous: Report | None) -> ServerOutcome:
     raw_server = report.raw["servers"][index]
-    try:
-        state = server.audit_state  # selected with the servers
-    except ServerAuditState.DoesNotExist:
+    if state is None:  # none selected with the server
         state = ServerAuditState.objects.create(server=server)
     fingerprint = config_fingerprint(raw_server, report.raw.get("gpus") or [], kb.version)
     run_config = fingerprint != state.config_fingerprint
@@ -266,7 +280,7 @@ def _evaluate_server(kb: Any, server: Server, report: Report, index: int,
     if run_metrics:
         state.metrics_evaluated_at, state.metrics_baseline = report.collected_at, report
         changed += ["metrics_evaluated_at", "metrics_baseline"]
-    state.save(update_fields=changed)
+    rows.save(state, changed)
     return outcome
 
 
@@ -330,7 +344,8 @@ def _run(kb: Any, server: Server, report: Report, cadences: list[str],
         return results, ctx.get("vllm") or {}, lambda: ctx
     # The metric window runs from the last metric evaluation to this report; the context
     # against the previous report is built in full only if an event needs it.
-    start = Report.objects.only("id", "raw").get(pk=baseline)  # its raw body alone
+    start = (steady.report_raw(baseline) if steady.supported()  # its raw body alone
+             else Report.objects.only("id", "raw").get(pk=baseline))
     results = kb.evaluate(contexts.for_history(index, start), cadence="metrics")
     vllm = _restart_vllm(contexts.vllm(index), server, report)
     return results, vllm, lambda: {**contexts[index], "vllm": vllm}
@@ -379,7 +394,7 @@ def _apply(server: Server, report: Report, kb: Any, cadences: list[str],
         outcome.failures.append(failure.rule_id)
     known = _cadences(kb)
     active = {}
-    for finding in Finding.objects.raw(_ACTIVE_SQL, [server.pk]):
+    for finding in rows.load(Finding, _ACTIVE_SQL, [server.pk]):
         cadence = known.get(finding.rule_id)
         in_scope = cadence in cadences or (cadence is None and "config" in cadences)
         if in_scope and finding.rule_id not in fired and finding.rule_id not in failed:
@@ -392,8 +407,8 @@ def _apply(server: Server, report: Report, kb: Any, cadences: list[str],
 
 
 #: ``server.findings.active()`` (the model's order) without compiling it on every report.
-_ACTIVE_SQL = ("SELECT * FROM audit_finding WHERE server_id = %s AND status <> 'resolved' "
-               "ORDER BY last_seen DESC")
+_ACTIVE_SQL = (f"SELECT {rows.columns(Finding, 'f')} FROM audit_finding f "  # noqa: S608
+               "WHERE server_id = %s AND status <> 'resolved' ORDER BY last_seen DESC")
 
 _CADENCES: dict[tuple[int, str], dict[str, str]] = {}
 
@@ -430,13 +445,14 @@ def _server_events(server: Server, report: Report, vllm: dict, ctx: Callable[[],
 
 
 #: The query below in one statement (the ORM's compilation of it cost more CPU than running
-#: it); PostgreSQL only (the typed NULL test).
-_CHANGES_SQL = """
-SELECT c.* FROM fleet_changeevent c JOIN fleet_report r ON r.id = c.report_id
+#: it); PostgreSQL only (the typed NULL test). The column list is the model's own.
+_CHANGES_SQL = f"""
+SELECT {rows.columns(ChangeEvent, "c")}
+  FROM fleet_changeevent c JOIN fleet_report r ON r.id = c.report_id
  WHERE c.server_id = %(server)s AND c.kind = %(kind)s AND r.collected_at <= %(at)s
    AND (%(last)s::timestamptz IS NULL OR r.collected_at > %(last)s)
  ORDER BY r.collected_at, c.id
-"""
+"""  # noqa: S608
 
 
 def _changes_since_last_evaluation(server: Server, report: Report,
@@ -446,9 +462,9 @@ def _changes_since_last_evaluation(server: Server, report: Report,
     newer one is evaluated first (two workers, spool replay), so their changes count here."""
     known: _Known | None = getattr(report, "_steady", None)
     if known is not None:  # PostgreSQL; read after the host lock: none was evaluated since
-        return list(ChangeEvent.objects.raw(_CHANGES_SQL, {
+        return rows.load(ChangeEvent, _CHANGES_SQL, {
             "server": server.pk, "kind": kind, "at": report.collected_at,
-            "last": known.claim.last_evaluated}))
+            "last": known.claim.last_evaluated})
     last = (Report.objects.filter(host_id=server.host_id, evaluated_at__isnull=False,
                                   collected_at__lt=report.collected_at)
             .order_by("-collected_at").values_list("collected_at", flat=True).first())

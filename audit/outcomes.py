@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from audit import rows
 from audit.kb.engine import FindingResult
 from audit.models import Finding, FindingEvent
 from fleet.models import Report, Server
@@ -55,7 +56,7 @@ def upsert_finding(server: Server, report: Report, result: FindingResult, findin
     for name, value in fields.items():
         setattr(finding, name, value)
     finding.severity = result.severity
-    finding.save(update_fields=[*changed, "severity"])
+    rows.save(finding, [*changed, "severity"])  # findings have no save receivers
     if old_severity != result.severity:
         finding.record(FindingEvent.Kind.SEVERITY_CHANGED, at=at,
                        payload={"old": old_severity, "new": result.severity})

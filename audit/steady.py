@@ -38,6 +38,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from audit import rows
 from audit.outcomes import ServerOutcome
 
 _CLAIM_SQL = """
@@ -188,6 +189,84 @@ def refresh_seen(server_id: int, report_id: int, at: datetime, rules: str) -> No
     with connection.cursor() as cursor:
         cursor.execute(_SEEN_SQL, {"at": at, "report": report_id, "server": server_id,
                                    "rules": rules, "stale": stale})
+
+
+#: The claimed report and the host's report before it (any, evaluated or not), in one
+#: statement: what ``Report.objects.get`` and the ORM's ``.order_by("-collected_at").first()``
+#: of the full path read, without compiling either.
+_REPORTS_SQL = """
+SELECT r.report_id, r.raw, p.id, p.collected_at, p.raw
+  FROM fleet_report r LEFT JOIN LATERAL (
+    SELECT id, collected_at, raw FROM fleet_report
+     WHERE host_id = r.host_id AND collected_at < r.collected_at
+     ORDER BY collected_at DESC LIMIT 1) p ON true
+ WHERE r.id = %s
+"""
+
+
+def reports(found: Claim) -> tuple[Any, Any]:
+    """The claimed report and the host's report collected just before it (None when there
+    is none), as ``Report`` instances with the fields the evaluation reads (``id``,
+    ``host_id``, ``report_id``, ``collected_at``, ``raw``; ``id``, ``collected_at``, ``raw``
+    of the earlier one; any other field is loaded when read)."""
+    from fleet.models import Report
+
+    with connection.cursor() as cursor:
+        cursor.execute(_REPORTS_SQL, [found.id])
+        report_id, raw, prev_id, prev_at, prev_raw = cursor.fetchone()
+    report = rows.instance(Report, {"id": found.id, "host_id": found.host_id,
+                                    "report_id": report_id, "collected_at": found.collected_at,
+                                    "raw": rows.json_value(raw)})
+    previous = None if prev_id is None else rows.instance(
+        Report, {"id": prev_id, "collected_at": prev_at, "raw": rows.json_value(prev_raw)})
+    return report, previous
+
+
+def report_raw(pk: int) -> Any:
+    """``Report.objects.only("id", "raw").get(pk=pk)`` without compiling it. Raises
+    ``Report.DoesNotExist`` when the row is gone."""
+    from fleet.models import Report
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT raw FROM fleet_report WHERE id = %s", [pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise Report.DoesNotExist(f"no report {pk}")
+    return rows.instance(Report, {"id": pk, "raw": rows.json_value(row[0])})
+
+
+_SERVERS_SQL = """
+SELECT s.id, s.host_id, s.identity, s.first_seen, a.id, a.config_fingerprint,
+       a.config_evaluated_at, a.metrics_evaluated_at, a.metrics_baseline_id
+  FROM fleet_server s LEFT JOIN audit_serverauditstate a ON a.server_id = s.id
+ WHERE s.host_id = %s
+"""
+#: What the evaluation reads of a server (the rest is its report entry's) and of its state
+#: (every field), in the statement's order.
+_SERVER_FIELDS = ("id", "host_id", "identity", "first_seen")
+_STATE_FIELDS = ("id", "config_fingerprint", "config_evaluated_at", "metrics_evaluated_at",
+                 "metrics_baseline_id")
+
+
+def servers(host_id: int) -> dict[str, tuple[Any, Any]]:
+    """``{identity: (server, audit state or None)}`` of the host's servers, in one
+    statement (the ORM's ``select_related("audit_state")`` compiled every time cost more
+    CPU than running it). Servers carry :data:`_SERVER_FIELDS` (any other field is loaded
+    when read); states every field."""
+    from audit.models import ServerAuditState
+    from fleet.models import Server
+
+    with connection.cursor() as cursor:
+        cursor.execute(_SERVERS_SQL, [host_id])
+        fetched = cursor.fetchall()
+    found = {}
+    for row in fetched:
+        server = rows.instance(Server, dict(zip(_SERVER_FIELDS, row[:4], strict=True)))
+        state = None if row[4] is None else rows.instance(
+            ServerAuditState, {**dict(zip(_STATE_FIELDS, row[4:], strict=True)),
+                               "server_id": row[0]})
+        found[server.identity] = (server, state)
+    return found
 
 
 def _done(found: Claim, server_ids: list[int], rules: str) -> None:
