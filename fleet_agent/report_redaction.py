@@ -219,35 +219,46 @@ def _compact_strings(value: Any) -> set[str] | None:
             return None
         strings.add(key)
         if key == "samples" and isinstance(val, dict):
-            for name, series in val.items():
-                if not (isinstance(name, str) and isinstance(series, list)):
-                    return None
-                strings.add(name)
-                for pair in series:
-                    if not (isinstance(pair, list) and len(pair) == 2
-                            and _labels_into(pair[0], strings) and _plain(pair[1])):
-                        return None
+            if not _families_into(val, strings, lambda pair: (
+                    isinstance(pair, list) and len(pair) == 2
+                    and _labels_into(pair[0], strings) and _plain(pair[1]))):
+                return None
         elif key == "histograms" and isinstance(val, dict):
-            for name, series in val.items():
-                if not (isinstance(name, str) and isinstance(series, list)):
-                    return None
-                strings.add(name)
-                for hist in series:
-                    if not (isinstance(hist, dict) and hist.keys() <= _HISTOGRAM_KEYS
-                            and _labels_into(hist.get("labels", {}), strings)
-                            and isinstance(hist.get("le", []), list)
-                            and isinstance(hist.get("counts", []), list)
-                            and set(map(type, hist.get("le", []))) <= {str}
-                            and set(map(type, hist.get("counts", []))) <= _PLAIN_TYPES
-                            and _plain(hist.get("sum")) and _plain(hist.get("count"))):
-                        return None
-                    strings.update(hist.get("le", []))
-                    strings.update(hist.keys())
+            if not _families_into(val, strings, lambda hist: _histogram_into(hist, strings)):
+                return None
         elif isinstance(val, str):
             strings.add(val)
         elif not _plain(val):
             return None
     return strings
+
+
+def _families_into(families: dict, strings: set[str], entry_into: Any) -> bool:
+    """Add a compact block's family names to ``strings`` and read each family's series with
+    ``entry_into`` (which adds the entry's strings); False on any other shape."""
+    for name, series in families.items():
+        if not (isinstance(name, str) and isinstance(series, list)):
+            return False
+        strings.add(name)
+        if not all(map(entry_into, series)):
+            return False
+    return True
+
+
+def _histogram_into(hist: Any, strings: set[str]) -> bool:
+    """Add one compact histogram series' strings (labels, bounds, keys) to ``strings``;
+    False unless it has ``fleet_agent.schema.CompactHistogram``'s shape."""
+    if not (isinstance(hist, dict) and hist.keys() <= _HISTOGRAM_KEYS
+            and _labels_into(hist.get("labels", {}), strings)
+            and isinstance(hist.get("le", []), list)
+            and isinstance(hist.get("counts", []), list)
+            and set(map(type, hist.get("le", []))) <= {str}
+            and set(map(type, hist.get("counts", []))) <= _PLAIN_TYPES
+            and _plain(hist.get("sum")) and _plain(hist.get("count"))):
+        return False
+    strings.update(hist.get("le", []))
+    strings.update(hist.keys())
+    return True
 
 
 def _labels_into(labels: Any, strings: set[str]) -> bool:
