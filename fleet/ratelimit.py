@@ -93,6 +93,15 @@ def _cache_wait(cache_key: str, now: float, interval: float, tolerance: float,
     return 0.0
 
 
+def _gcra(rate: tuple[int, float] | None, burst: int | None) -> tuple[float, float, int]:
+    """``(interval s, tolerance s, key expiry s)`` of ``rate`` (events, per seconds) and
+    ``burst``, defaulting to ``INGEST_RATE``/``INGEST_BURST``."""
+    events, period_s = rate or settings.INGEST_RATE
+    interval = period_s / events
+    tolerance = interval * ((burst or settings.INGEST_BURST) - 1)
+    return interval, tolerance, math.ceil(tolerance + interval) + 1
+
+
 def check_rate(key: str, now: float | None = None, rate: tuple[int, float] | None = None,
                burst: int | None = None, consume: bool = True) -> float:
     """Count one request for ``key``; returns 0 if allowed, else seconds to wait.
@@ -101,12 +110,9 @@ def check_rate(key: str, now: float | None = None, rate: tuple[int, float] | Non
     (enrollment passes ``ENROLL_RATE``/``ENROLL_BURST``). A refused request does not consume
     capacity; ``consume=False`` only asks whether a request would pass now.
     """
-    events, period_s = rate or settings.INGEST_RATE
-    interval = period_s / events
-    tolerance = interval * ((burst or settings.INGEST_BURST) - 1)
+    interval, tolerance, expiry_s = _gcra(rate, burst)
     now = time.time() if now is None else now
     cache_key = f"ingest-rate:{key}"
-    expiry_s = math.ceil(tolerance + interval) + 1
     wait = _redis_wait if uses_redis() else _cache_wait
     try:
         return wait(cache_key, now, interval, tolerance, consume, expiry_s)
@@ -125,16 +131,13 @@ def check_rate_and_read(key: str, read_key: str) -> tuple[float, Any] | None:
     global _read_script
     if not uses_redis():
         return None
-    events, period_s = settings.INGEST_RATE
-    interval = period_s / events
-    tolerance = interval * (settings.INGEST_BURST - 1)
+    interval, tolerance, expiry_s = _gcra(None, None)
     client = redis_client()
     if _read_script is None:
         _read_script = client.register_script(_GCRA_READ_LUA)
     keys = [cache.make_and_validate_key(f"ingest-rate:{key}"),
             cache.make_and_validate_key(read_key)]
-    args = [repr(time.time()), repr(interval), repr(tolerance), "1",
-            math.ceil(tolerance + interval) + 1]
+    args = [repr(time.time()), repr(interval), repr(tolerance), "1", expiry_s]
     wait, value = _read_script(keys=keys, args=args, client=client)
     return float(wait), value
 
