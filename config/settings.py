@@ -68,7 +68,8 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # queries bind on the client and are never prepared either way; the ingest's hot
     # statements (fleet.lane, fleet.recording) bind on the server and are then prepared on
     # each connection, so PostgreSQL stops parsing and planning them on every report
-    # (about a third of its CPU per steady report, bench/evaluation_throughput.py).
+    # (about a third of its CPU per steady report, bench/evaluation_throughput.py). 5 runs
+    # before preparing is psycopg's own default (psycopg docs, "Prepared statements").
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
