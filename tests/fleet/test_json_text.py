@@ -43,6 +43,25 @@ def test_bodies_orjson_refuses_read_as_json_reads_them():
         assert _loads(body)[1] is False  # json read it: the full checks run
 
 
+def test_a_long_fraction_is_read_by_orjson_a_long_integer_is_not():
+    """Python writes small floats with 20 digits after the point (a latency histogram's sum):
+    they are no integer past 64 bits, so the fast reading and the short checks apply."""
+    body = b'{"sum": 0.00026862887973265974, "e": 1.5e-07, "n": 12345678901234567}'
+    assert _loads(body) == (json.loads(body), True)
+    for integer in (b"-1234567890123456789012", b"12345678901234567890", b"1e1234567890123456789",
+                    b"[0.00026862887973265974, 12345678901234567890]"):
+        assert _loads(b'{"n": ' + integer + b"}")[1] is False
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=-(10**25), max_value=10**25)
+                | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e-3,
+                            max_value=1e-3), max_size=6))
+def test_numbers_near_the_64_bit_edge_read_as_json_reads_them(numbers):
+    body = json.dumps(numbers).encode()
+    assert _typed(_loads(body)[0]) == _typed(json.loads(body))
+
+
 @settings(max_examples=300, deadline=None)
 @given(_DOCS)
 def test_a_parameter_is_written_as_json_writes_it(doc):
