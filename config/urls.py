@@ -15,13 +15,15 @@ from front.prometheus import metrics as prometheus_metrics
 admin.site.login_form = ThrottledAdminAuthenticationForm
 
 
-
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico whatever the page says: send them to the static file."""
     return redirect(static("favicon.ico"), permanent=True)
 
 
 urlpatterns = [
+    # The agent API first: it answers every host every 30 s, and Django tries the patterns in
+    # order (no other pattern starts with api/).
+    path("api/", api.urls),
     path("favicon.ico", favicon),
     # Human pages (front), each concern's own pages (alerts, advice), agent distribution.
     path("", include("front.urls")),
@@ -33,7 +35,6 @@ urlpatterns = [
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("api/", api.urls),
     # Prometheus scrape (bearer PROMETHEUS_TOKEN; 404 when unset): front/prometheus.py.
     path("metrics", prometheus_metrics, name="prometheus_metrics"),
 ]
