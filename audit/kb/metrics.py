@@ -236,6 +236,40 @@ def _add_error(errors: list[str], message: str) -> None:
         errors.append("further errors omitted")
 
 
+#: Parsed bucket bounds by (family, le texts, counts given): a vLLM release sends the same
+#: few bound lists in every report. Cleared when full, since the texts are the agent's.
+_BOUNDS: dict[tuple[str, tuple[Any, ...], int], tuple[list[tuple[int, float]], list[str]]] = {}
+_BOUNDS_MAX = 1024
+
+
+def _bucket_bounds(family: str, le_texts: list[Any],
+                   counts: int) -> tuple[list[tuple[int, float]], list[str]]:
+    """``([(index into counts, upper bound), ...], errors)`` of one compact series' ``le``
+    texts paired with its first ``counts`` counts, as ``dict(zip(le, counts))`` pairs them
+    (a repeated text counts once, with its last count); a bound that is no number or NaN is
+    left out with an error message."""
+    key = (family, tuple(le_texts), counts)
+    found = _BOUNDS.get(key)
+    if found is not None:
+        return found
+    last = {text: index for index, text in enumerate(le_texts[:counts])}
+    bounds, errors = [], []
+    for text, index in last.items():
+        try:
+            le = float(text)
+        except (TypeError, ValueError):
+            errors.append(f"{family}_bucket without a numeric le label, ignored")
+            continue
+        if math.isnan(le):
+            errors.append(f"{family}_bucket with le=NaN, ignored")
+            continue
+        bounds.append((index, le))
+    if len(_BOUNDS) >= _BOUNDS_MAX:
+        _BOUNDS.clear()
+    _BOUNDS[key] = (bounds, errors)
+    return bounds, errors
+
+
 class _Aggregator:
     """Sum parsed samples into canonical values, then resolve old/new name priorities."""
 
@@ -271,18 +305,13 @@ class _Aggregator:
             self._note_labels(hist.get("labels") or {})
             acc = self.hists.setdefault((canon, prio), {"buckets": {}, "sum": None,
                                                         "count": None})
-            for le_text, count in dict(zip(hist.get("le") or [], hist.get("counts") or [],
-                                           strict=False)).items():
-                try:
-                    le = float(le_text)
-                except ValueError:
-                    _add_error(self.snap.errors, f"{family}_bucket without a numeric le "
-                                                 "label, ignored")
-                    continue
-                if math.isnan(le):
-                    _add_error(self.snap.errors, f"{family}_bucket with le=NaN, ignored")
-                    continue
-                acc["buckets"][le] = acc["buckets"].get(le, 0.0) + float(count)
+            counts = hist.get("counts") or []
+            bounds, errors = _bucket_bounds(family, hist.get("le") or [], len(counts))
+            for message in errors:
+                _add_error(self.snap.errors, message)
+            buckets = acc["buckets"]
+            for index, le in bounds:
+                buckets[le] = buckets.get(le, 0.0) + float(counts[index])
             for role in ("sum", "count"):
                 if hist.get(role) is not None:
                     acc[role] = (acc[role] or 0.0) + float(hist[role])

@@ -72,3 +72,19 @@ def test_a_body_without_mapped_vllm_families_keeps_its_era():
     text = "vllm:some_new_family 1\n"
     assert metrics.from_compact(compact(text)).era == metrics.parse(text).era == "v0"
     assert metrics.from_compact(compact("python_info 1\n")).era == "unknown"
+
+
+def test_bad_bucket_bounds_are_left_out_and_said_on_every_report():
+    """A bound that is no number or NaN is dropped with an error, a repeated bound counts once
+    (its last count), and the second report with the same bounds says so again: the parsed
+    bounds are reused between reports, their errors are not swallowed."""
+    block = {"histograms": {"vllm:time_to_first_token_seconds": [{
+        "labels": {"engine": "0", "model_name": "m"},
+        "le": ["0.1", "x", "NaN", "0.1", "+Inf"], "counts": [1, 2, 3, 4, 9, 99],
+        "sum": 1.5, "count": 9}]}}
+    for _ in range(2):
+        snap = metrics.from_compact(json.loads(json.dumps(block)))
+        assert snap.histograms["ttft"].buckets == [(0.1, 4.0), (float("inf"), 9.0)]
+        assert snap.errors == [
+            "vllm:time_to_first_token_seconds_bucket without a numeric le label, ignored",
+            "vllm:time_to_first_token_seconds_bucket with le=NaN, ignored"]
