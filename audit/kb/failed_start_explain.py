@@ -292,6 +292,10 @@ def _refine(out: Explanation, lines: list[str], version: str | None, release: _R
             setattr(out, key, value)
         if prefix:
             out.summary = f"{prefix}; vLLM stopped: {(line or out.error_line or '').strip()}"
+        elif out.kind in ("exception", "unrecognised"):
+            # the memory check's own words name the setting: no longer "nothing explains it"
+            out.kind = "named_in_message"
+            out.summary = f"vLLM stopped: {(line or out.error_line or '').strip()[:300]}"
         out.fix_argv = None
 
 
@@ -530,16 +534,17 @@ def _sites(lines: list[str], argv: list[str], version: str | None,
             hit = rs.match_line(line, release)
             if hit is None:
                 continue
-            foreign = _rocm_only(hit.site)
-            if foreign and where[0] not in (None, "rocm"):
-                continue  # a ROCm-only check never ran on a CUDA/CPU host
+            only = _platform_only(hit.site)
+            if only and where[0] is not None and where[0] != only:
+                continue  # a ROCm-only (CPU-only…) check never ran on another host
+            foreign = only is not None and where[0] is None
             settings = _settings(argv, release)
             named = _named(hit, settings)
             # a wrapper ("Worker failed with error …") never beats the error it wraps; a much
             # longer match (16+ characters more of vLLM's text) beats a nearer release
             wrapper = bool(WRAPPER.search(line))
-            # with the platform unknown, a check every platform runs beats a ROCm-only one
-            score = (not wrapper, not (foreign and where[0] is None),
+            # with the platform unknown, a check every platform runs beats a one-platform one
+            score = (not wrapper, not foreign,
                      named is not None and not wrapper, hit.site.literal // 16,
                      -distance, -rank, hit.site.literal)
             if best is None or score > best[0]:
@@ -549,15 +554,31 @@ def _sites(lines: list[str], argv: list[str], version: str | None,
     if best is None or not best[0][0]:
         return None  # a wrapper alone says nothing of the cause: the later steps judge it
     _score, hit, release = best
-    return _from_site(hit, argv, _Release(release, version), order[0], where)
+    out = _from_site(hit, argv, _Release(release, version), order[0], where)
+    only = _platform_only(hit.site)
+    if only and where[0] is None:
+        # only a one-platform check has these words and the host's platform is unknown: the
+        # check may not be the one that ran, so no release advice rests on it
+        out.release_note = (f"the only matching check is {only}-only code; the host's "
+                            "platform is not reported")
+        if out.changed_in and out.change and out.change.startswith("run vLLM"):
+            out.change = None
+        out.changed_in = None
+    return out
 
 
-_ROCM_PATH = re.compile(r"(?:^|/)rocm|rocm_|_rocm|aiter", re.IGNORECASE)
+#: Source paths of code only one platform runs: ROCm (``platforms/rocm.py``,
+#: ``rocm_aiter_*`` backends) and the CPU, XPU and TPU backends.
+_PLATFORM_PATHS = (("rocm", re.compile(r"(?:^|/)rocm|rocm_|_rocm|aiter", re.IGNORECASE)),
+                   ("cpu", re.compile(r"(?:^|/)cpu_|_cpu\.py|/cpu/", re.IGNORECASE)),
+                   ("xpu", re.compile(r"(?:^|/)xpu|_xpu\.py", re.IGNORECASE)),
+                   ("tpu", re.compile(r"(?:^|/)tpu|_tpu\.py|pallas", re.IGNORECASE)))
 
 
-def _rocm_only(site: rs.Site) -> bool:
-    """A raise site in ROCm-only code (``platforms/rocm.py``, ``rocm_aiter_*`` backends)."""
-    return bool(_ROCM_PATH.search(site.at or ""))
+def _platform_only(site: rs.Site) -> str | None:
+    """The one platform whose code holds this raise site; None for common code."""
+    return next((name for name, pattern in _PLATFORM_PATHS if pattern.search(site.at or "")),
+                None)
 
 
 #: Names in a guard that stand for a setting although no config field is read: vLLM

@@ -205,3 +205,11 @@ def test_eagle_on_an_mrope_model_in_0_15(kb):
     assert rule not in _fired(kb, "0.13.1", argv)
     one = spec.replace('"num_speculative_tokens": 3', '"num_speculative_tokens": 1')
     assert rule not in _fired(kb, "0.15.1", argv[:-1] + [one])
+
+
+def test_a_cpu_only_check_on_an_unknown_platform_gives_no_release_advice():
+    line = ("ValueError: Head size 40 is not supported by MLACommon. Supported head sizes are: "
+            "[576].")
+    out = explain([line], ["vllm", "serve", "m/x"], None)
+    if out.site and "cpu_" in out.site["at"]:
+        assert out.changed_in is None and "cpu-only" in (out.release_note or "")
