@@ -42,6 +42,7 @@ from django.conf import settings
 
 from audit.kb.engine import SEVERITY_RANK, FindingResult, Rule
 from audit.kb.failed_start_explain import Explanation, explain
+from audit.kb.failed_start_facts import facts_of
 from audit.models import Finding
 from audit.outcomes import ServerOutcome, upsert_finding
 from audit.remedy import remedy
@@ -102,7 +103,7 @@ def evaluate_failed_starts(kb: Any, host: Host, report: Report) -> list[Any]:
         if initial is None:
             initial = not Report.objects.filter(
                 host=host, collected_at__lt=report.collected_at).exists()
-        fired = _results(kb, server, state, report.collected_at)
+        fired = _results(kb, server, state, report.collected_at, report.raw)
         active = {f.rule_id: f for f in server.findings.active()}
         for result in fired:
             upsert_finding(server, report, result, active.get(result.rule_id), kb.version,
@@ -184,8 +185,10 @@ def _resolve(server: Server, keep: set[str], report: Report, outcome: Any) -> No
                 outcome.resolved.append(finding.rule_id)
 
 
-def _results(kb: Any, server: Server, state: dict[str, Any],
-             now: datetime) -> list[FindingResult]:
+def _results(kb: Any, server: Server, state: dict[str, Any], now: datetime,
+             raw: dict[str, Any] | None = None) -> list[FindingResult]:
+    """The findings of one failed start; ``raw``: the report it came with (its host, GPU
+    and model facts feed the explanation)."""
     entry = state.get("entry") or {}
     lines = entry.get("lines") or []
     threshold, window_s = crash_loop_settings()
@@ -195,7 +198,8 @@ def _results(kb: Any, server: Server, state: dict[str, Any],
     platform, cc = server_platform(server)
     explained = explain(lines, entry.get("argv") or server.argv or [],
                         base["installed_vllm_version"] or server.vllm_version or None,
-                        platform=platform, cc=cc, env=server.env or None)
+                        platform=platform, cc=cc, env=server.env or None,
+                        facts=facts_of(raw or {}, entry))
     base["explanation"] = explained.as_dict()
     matched = kb.match_log(lines)
     deferred = deferred_to(server, explained)

@@ -38,6 +38,7 @@ from packaging.version import InvalidVersion, Version
 
 from audit.kb import raise_sites as rs
 from audit.kb.failed_start_architecture import architecture
+from audit.kb.failed_start_causes import driver_too_old, memory_budget, quant_capability
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
 from audit.kb.platform_values import applicable, platform_bound
@@ -193,8 +194,12 @@ class _Release(str):
         made = super().__new__(cls, release)
         running = _public(version)
         made.running = running
-        made.label = (release if running in (None, release) else
-                      f"{running} (judged with the nearest shipped table, {release})")
+        if running is None:
+            # no version reported: the table is a stand-in, never the release that ran
+            made.label = f"of unknown version (judged with the {release} table)"
+        else:
+            made.label = (release if running == release else
+                          f"{running} (judged with the nearest shipped table, {release})")
         return made
 
     def __format__(self, spec: str) -> str:
@@ -222,20 +227,26 @@ def argv_known(argv: list[str]) -> bool:
 
 def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
             platform: str | None = None, cc: float | None = None,
-            env: dict[str, str] | None = None) -> Explanation:
+            env: dict[str, str] | None = None,
+            facts: dict[str, Any] | None = None) -> Explanation:
     """The explanation of one failed start (module docstring). Never raises on odd input.
 
     ``platform``: cuda | rocm | cpu | xpu | tpu or None (unknown); ``cc``: the GPU's compute
     capability (8.9) or None: the values offered are those that apply there
     (:mod:`audit.kb.platform_values`). ``env``: the server's environment when known (a
-    variable in it is the operator's setting)."""
+    variable in it is the operator's setting). ``facts``: the host and model facts of the
+    report (:func:`audit.kb.failed_start_facts.facts_of`: driver, GPU memory, weights, the
+    checkpoint's quantization); platform and capability default to theirs."""
+    facts = facts or {}
+    platform = platform or facts.get("platform")
+    cc = cc if cc is not None else facts.get("cc")
     argv = [str(t) for t in argv or []]
     lines = unwrap(lines)
     table_rel, note = table_release(version)
     release = _Release(table_rel, version)
     where = (platform, cc)
-    out = _argparse(lines, argv, release, where) or _architecture(lines, argv, release) \
-        or _sites(lines, argv, version, where)
+    out = _argparse(lines, argv, release, where) or _driver(lines, facts) \
+        or _architecture(lines, argv, release) or _sites(lines, argv, version, where)
     if out is None or out.setting is None:
         # a check that reads no setting (a GPU capability, a weight shape): the error's own
         # words may still name one; the check found stays what vLLM checked
@@ -245,12 +256,47 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
             named.kind, named.checked, named.site = out.kind, out.checked, out.site
             named.changed_in = named.changed_in or out.changed_in
         out = named or out or _bare(lines)
+    _refine(out, lines, version, release, facts, cc)
     out.release = str(out.release or release)
     out.release_note = out.release_note or note
     _whose(out, argv, release, env)
     out.failing_command = _command(argv)
     out.fix_command = _command(out.fix_argv)
     return out
+
+
+def _driver(lines: list[str], facts: dict[str, Any]) -> Explanation | None:
+    """A driver older than the wheels' CUDA: the GPU is unusable, whatever else the log says
+    (:func:`audit.kb.failed_start_causes.driver_too_old`)."""
+    found = driver_too_old(lines, facts)
+    return Explanation(**found) if found else None
+
+
+def _refine(out: Explanation, lines: list[str], version: str | None, release: _Release,
+            facts: dict[str, Any], cc: float | None) -> None:
+    """The cause behind a check the raise site names, from the report's facts: a
+    quantization method's minimum capability by release, the weights against the memory
+    budget (:mod:`audit.kb.failed_start_causes`)."""
+    found = quant_capability(lines, facts, version, f"{release:run}", cc)
+    if found:
+        if not found.pop("drop_fix"):
+            out.fix_argv = None  # the checkpoint's own method: dropping the flag cannot help
+        for key, value in found.items():
+            setattr(out, key, value)
+        return
+    budget = memory_budget(lines, facts, _default(release, "--gpu-memory-utilization"))
+    if budget:
+        prefix = budget.pop("summary_prefix", None)
+        line = budget.pop("error_line", None)
+        for key, value in budget.items():
+            setattr(out, key, value)
+        if prefix:
+            out.summary = f"{prefix}; vLLM stopped: {(line or out.error_line or '').strip()}"
+        elif out.kind in ("exception", "unrecognised"):
+            # the memory check's own words name the setting: no longer "nothing explains it"
+            out.kind = "named_in_message"
+            out.summary = f"vLLM stopped: {(line or out.error_line or '').strip()[:300]}"
+        out.fix_argv = None
 
 
 def _whose(out: Explanation, argv: list[str], release: str,
@@ -365,7 +411,7 @@ def _unknown_flag(line: str, spelling: str, argv: list[str], release: str) -> Ex
         first = accepting_releases(name)[0]
         return Explanation(kind="unknown_flag", summary=f"the vLLM that ran refuses {name}, "
                            f"which vLLM {release:run} (judged here) accepts: the installed build "
-                           f"is not {release}", changed_in=first,
+                           f"is likely not {release} as reported", changed_in=first,
                            change=f"drop {name}, or install a vLLM that accepts it (from "
                                   f"{first})",
                            fix_argv=edit_argv(argv, release, name, drop=True), **base)
@@ -479,6 +525,8 @@ def _sites(lines: list[str], argv: list[str], version: str | None,
            where: tuple) -> Explanation | None:
     """The best raise-site match over every exception line and the nearest releases: one
     that names a setting of the operator wins; else the innermost non-wrapper match."""
+    if _public(version) is None:
+        version = None  # an unparseable version ("latest", free text) is an unknown one
     order = rs.nearest(version)
     best: tuple[tuple, rs.LineMatch, str] | None = None
     for rank, (_index, line) in enumerate(_candidates(lines)):
@@ -486,12 +534,18 @@ def _sites(lines: list[str], argv: list[str], version: str | None,
             hit = rs.match_line(line, release)
             if hit is None:
                 continue
+            only = _platform_only(hit.site)
+            if only and where[0] is not None and where[0] != only:
+                continue  # a ROCm-only (CPU-only…) check never ran on another host
+            foreign = only is not None and where[0] is None
             settings = _settings(argv, release)
             named = _named(hit, settings)
             # a wrapper ("Worker failed with error …") never beats the error it wraps; a much
             # longer match (16+ characters more of vLLM's text) beats a nearer release
             wrapper = bool(WRAPPER.search(line))
-            score = (not wrapper, named is not None and not wrapper, hit.site.literal // 16,
+            # with the platform unknown, a check every platform runs beats a one-platform one
+            score = (not wrapper, not foreign,
+                     named is not None and not wrapper, hit.site.literal // 16,
                      -distance, -rank, hit.site.literal)
             if best is None or score > best[0]:
                 best = (score, hit, release)
@@ -500,7 +554,31 @@ def _sites(lines: list[str], argv: list[str], version: str | None,
     if best is None or not best[0][0]:
         return None  # a wrapper alone says nothing of the cause: the later steps judge it
     _score, hit, release = best
-    return _from_site(hit, argv, _Release(release, version), order[0], where)
+    out = _from_site(hit, argv, _Release(release, version), order[0], where)
+    only = _platform_only(hit.site)
+    if only and where[0] is None:
+        # only a one-platform check has these words and the host's platform is unknown: the
+        # check may not be the one that ran, so no release advice rests on it
+        out.release_note = (f"the only matching check is {only}-only code; the host's "
+                            "platform is not reported")
+        if out.changed_in and out.change and out.change.startswith("run vLLM"):
+            out.change = None
+        out.changed_in = None
+    return out
+
+
+#: Source paths of code only one platform runs: ROCm (``platforms/rocm.py``,
+#: ``rocm_aiter_*`` backends) and the CPU, XPU and TPU backends.
+_PLATFORM_PATHS = (("rocm", re.compile(r"(?:^|/)rocm|rocm_|_rocm|aiter", re.IGNORECASE)),
+                   ("cpu", re.compile(r"(?:^|/)cpu_|_cpu\.py|/cpu/", re.IGNORECASE)),
+                   ("xpu", re.compile(r"(?:^|/)xpu|_xpu\.py", re.IGNORECASE)),
+                   ("tpu", re.compile(r"(?:^|/)tpu|_tpu\.py|pallas", re.IGNORECASE)))
+
+
+def _platform_only(site: rs.Site) -> str | None:
+    """The one platform whose code holds this raise site; None for common code."""
+    return next((name for name, pattern in _PLATFORM_PATHS if pattern.search(site.at or "")),
+                None)
 
 
 #: Names in a guard that stand for a setting although no config field is read: vLLM
@@ -576,13 +654,19 @@ def _from_site(hit: rs.LineMatch, argv: list[str], release: str,
             f", or set one of: {', '.join(valid[:30])}" if valid else "")
         fix = edit_argv(argv, release, spelling, drop=True)
     else:
-        change = f"change {flag} (now {value}): vLLM checks `{site.guard or site.at}`"
+        change = f"change {flag}{_now(value)}: vLLM checks `{site.guard or site.at}`"
         fix = None
     if changed:
         change += f"; vLLM {changed} no longer has this check"
-    return Explanation(summary=f"vLLM {release:run} rejected {flag} {value}: {message}",
+    shown = "" if value is None else f" {value}"
+    return Explanation(summary=f"vLLM {release:run} rejected {flag}{shown}: {message}",
                        setting=flag, value=value, change=change, valid_values=valid,
                        fix_argv=fix, **base)
+
+
+def _now(value: Any) -> str:
+    """" (now V)" for a value the argv gives; nothing when it is unknown (a placeholder)."""
+    return "" if value is None else f" (now {value})"
 
 
 def _listed_values(hit: rs.LineMatch) -> list[str]:
@@ -707,7 +791,7 @@ def _mentioned(lines: list[str], argv: list[str], release: str,
             return Explanation(
                 kind="named_in_message", error_line=line, setting=flag, value=value,
                 checked=f"vLLM's message names {word} (no check of vLLM {release:run} matched)",
-                change=(f"change {flag} (now {value})" if flag in settings else
+                change=(f"change {flag}{_now(value)}" if flag in settings else
                         f"{flag} is at {_left(flag, release)}; change it if the message "
                         "means its value" if argv_known(argv) else
                         f"change {flag} (vLLM's message names it)"),

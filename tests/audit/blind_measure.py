@@ -32,6 +32,7 @@ import casekit  # noqa: E402
 
 from audit.kb.engine import SEVERITY_RANK, load_rules  # noqa: E402
 from audit.kb.failed_start_explain import explain  # noqa: E402
+from audit.kb.failed_start_facts import facts_of  # noqa: E402
 
 SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2", "3": HERE / "blind_cases_3",
         "4": HERE / "blind_cases_4"}
@@ -70,7 +71,9 @@ def explanations(path: Path, matched: bool) -> list[str]:
                else casekit.extract_version(json.loads(path.read_text())["vllm_version"]))
     out = []
     for failed in report.get("failed_starts") or []:
-        found = explain(failed["lines"], failed["argv"], version)
+        # the report's host/GPU/model facts, as the dashboard passes them (audit/crashloop.py)
+        found = explain(failed["lines"], failed["argv"], version,
+                        facts=facts_of(report, failed))
         where = ("in remediation" if found.names_setting_and_change else "evidence only") \
             if matched else "high failed-start"
         out.append(f"   explain  [{where}] kind={found.kind} setting={found.setting} "

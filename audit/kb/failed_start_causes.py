@@ -1,0 +1,234 @@
+"""Causes of a failed start that vLLM's raise sites alone cannot name, from the host and
+model facts of the report (:mod:`audit.kb.failed_start_facts`).
+
+* :func:`driver_too_old`: PyTorch's "The NVIDIA driver on your system is too old (found
+  version N)", CUDA's "CUDA driver version is insufficient for CUDA runtime version", or a
+  CUDA driver API symbol a compiled extension cannot find: the host driver is older than the
+  CUDA the installed wheels were built for. Not a vLLM setting: the change is the driver or
+  the wheels.
+* :func:`quant_capability`: vLLM's minimum-capability check of a quantization method or of
+  a compressed-tensors scheme. A pre-quantized checkpoint carries its method in config.json,
+  so dropping ``--quantization`` cannot help; the change is a release whose minimum is at or
+  below the GPU's capability (:mod:`audit.kb.quant_capability`), another checkpoint format
+  or another GPU.
+* :func:`memory_budget`: "No available memory for the cache blocks": vLLM may use only
+  gpu_memory_utilization x GPU memory, weights included; when the weights per GPU do not
+  fit that, the value to raise it to (or more tensor parallelism) follows from the numbers.
+
+Each returns the :class:`audit.kb.failed_start_explain.Explanation` fields to set, or None.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from audit.kb import quant_capability as qc
+
+_GIB = 2**30
+
+# ----------------------------------------------------------------------------- driver
+
+_DRIVER_OLD = re.compile(r"NVIDIA driver on your system is too old(?: \(found version (\d+)\))?",
+                         re.I)
+_INSUFFICIENT = re.compile(r"CUDA driver version is insufficient for CUDA runtime version|"
+                           r"cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER", re.I)
+#: A CUDA driver API entry point (libcuda's ``cuXxx``) missing at import: the driver predates
+#: the CUDA the extension was built for (``cuTensorMapEncodeTiled`` is a CUDA 12.0 API).
+_DRIVER_SYMBOL = re.compile(r"undefined symbol: (cu[A-Z]\w+)")
+#: A wheel's CUDA build tag (``2.4.0+cu121``, an image tag ``…-cu130``).
+_CU_TAG = re.compile(r"[+-]cu(\d{2})(\d)\b")
+#: Minimum Linux driver of each CUDA major version under minor-version compatibility
+#: (NVIDIA, CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions").
+MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+def _cuda_of(found: str) -> str:
+    """cudaDriverGetVersion's integer (11040) as a CUDA version (11.4)."""
+    value = int(found)
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def driver_too_old(lines: list[str], facts: dict[str, Any]) -> dict[str, Any] | None:
+    line = next((x for x in reversed(lines) if _DRIVER_OLD.search(x) or _INSUFFICIENT.search(x)
+                 or _DRIVER_SYMBOL.search(x)), None)
+    if line is None:
+        return None
+    old = _DRIVER_OLD.search(line)
+    driver_cuda = _cuda_of(old[1]) if old and old[1] else facts.get("cuda_driver_version")
+    driver = facts.get("nvidia_driver_version")
+    built = next((f"{m[1]}.{m[2]}" for text in [*lines, facts.get("image") or ""]
+                  for m in [_CU_TAG.search(text)] if m), None)
+    symbol = _DRIVER_SYMBOL.search(line)
+    has = (f"the host's NVIDIA driver supports CUDA {driver_cuda}" if driver_cuda else
+           "the host's NVIDIA driver") + (f" (driver {driver})" if driver and not old else "")
+    needs = (f"the CUDA {built} the installed PyTorch/vLLM wheels were built for" if built
+             else "the CUDA the installed PyTorch/vLLM wheels were built for")
+    major = int(built.split(".")[0]) if built else None
+    upgrade = "upgrade the NVIDIA driver" + (
+        f" (CUDA {major}.x needs {MIN_DRIVER[major]} or newer on Linux)"
+        if major in MIN_DRIVER else "")
+    wheels = ("or install PyTorch and vLLM wheels built for CUDA "
+              f"{driver_cuda} or older" if driver_cuda else
+              "or install PyTorch and vLLM wheels built for the CUDA the driver supports "
+              "(nvidia-smi shows it)")
+    return dict(
+        kind="driver", error_line=line, setting=None,
+        checked=("CUDA initialisation compares the driver's CUDA version with the CUDA "
+                 "runtime the wheels were built for" + (
+                     f"; libcuda lacks {symbol[1]}, a driver API newer than the driver"
+                     if symbol else "")),
+        summary=f"{has}, older than {needs}: the GPU cannot be used",
+        change=f"{upgrade}, {wheels}")
+
+
+# ----------------------------------------------------------------------------- quantization
+
+_QUANT_CAP = re.compile(r"quantization method ([\w-]+) is not supported for the current GPU"
+                        r"\W+Minimum capability\W+(\d+)\W+Current capability\W+(\d+)", re.I)
+_SCHEME_CAP = re.compile(r"Quantization scheme is not supported for\W+the current GPU"
+                         r"(?:\W+(?:Required|Minimum) capability\W+(\d+)\W+Current "
+                         r"capability\W+(\d+))?", re.I)
+#: Methods that only describe a checkpoint's stored weights (vLLM reads them from its
+#: config.json; nothing quantizes to them at load time).
+CHECKPOINT_FORMATS = {"awq", "awq_marlin", "gptq", "gptq_marlin", "gptq_marlin_24", "marlin",
+                      "compressed-tensors", "modelopt", "modelopt_fp4", "gguf", "aqlm",
+                      "squeezellm", "quark", "mxfp4", "exl2", "hqq", "gptq_bitblas"}
+#: Formats offered as alternatives when the GPU is below a method's minimum.
+_ALTERNATIVES = ("gptq", "awq", "gguf", "bitsandbytes")
+
+
+def _cc(value: int) -> str:
+    return f"{value / 10:.1f}"
+
+
+def quant_capability(lines: list[str], facts: dict[str, Any], running: str | None,
+                     label: str, cc: float | None) -> dict[str, Any] | None:
+    for line in reversed(lines):
+        found = _QUANT_CAP.search(line)
+        if found:
+            return _method(line, found[1].lower(), int(found[2]), int(found[3]), facts,
+                           running, label)
+        scheme = _SCHEME_CAP.search(line)
+        if scheme:
+            have = int(scheme[2]) if scheme[2] else (round(cc * 10) if cc else None)
+            return _scheme(line, int(scheme[1]) if scheme[1] else None, have, facts, running,
+                           label)
+    return None
+
+
+def _method(line: str, method: str, need: int, have: int, facts: dict[str, Any],
+            running: str | None, label: str) -> dict[str, Any]:
+    later = qc.first_accepting(qc.history(method), have, running)
+    checkpoint = facts.get("quant_method") == method or method in CHECKPOINT_FORMATS
+    others = [m for m in qc.runnable_methods(have, _ALTERNATIVES) if m != method]
+    ways = []
+    if later:
+        ways.append(f"upgrade to vLLM {later} or newer, whose minimum for {method} is at or "
+                    f"below {_cc(have)}")
+    if checkpoint:
+        ways.append("serve a checkpoint in a format this GPU runs"
+                    + (f" ({', '.join(others)})" if others else ""))
+    else:
+        ways.append(f"drop --quantization {method} (serve the weights unquantized, if they "
+                    "fit)")
+    ways.append(f"or use a GPU of compute capability {_cc(need)} or higher")
+    why = (f"the checkpoint itself is {method}-quantized (vLLM reads the method from its "
+           "config.json), so dropping --quantization does not help; " if checkpoint else "")
+    return dict(
+        summary=(f"vLLM {label} needs compute capability {_cc(need)} for {method}; this GPU "
+                 f"has {_cc(have)}" + (f" (vLLM {later} and later accept it)" if later
+                                      else "")),
+        change=why + "; ".join(ways), changed_in=later,
+        drop_fix=not checkpoint)
+
+
+def _scheme(line: str, need: int | None, have: int | None, facts: dict[str, Any],
+            running: str | None, label: str) -> dict[str, Any] | None:
+    if have is None:
+        return None
+    method = "compressed-tensors"
+    known = qc.detect_scheme(method, facts.get("quant_config"))
+    candidates = [known] if known else list(qc.schemes(method))
+    lowered = []
+    for name in candidates:
+        later = qc.first_accepting(qc.scheme_history(method, name), have, running)
+        if later:
+            lowered.append((name, later))
+    need_text = f" needs compute capability {_cc(need)}" if need else \
+        " needs a higher compute capability"
+    if known and lowered:
+        name, later = lowered[0]
+        change = (f"upgrade to vLLM {later} or newer, which runs the {name} scheme from "
+                  f"capability {_cc(have)}; or serve a checkpoint format this GPU runs, or a "
+                  "newer GPU")
+        summary = (f"the checkpoint's compressed-tensors {name} scheme{need_text} in vLLM "
+                   f"{label}; this GPU has {_cc(have)}")
+    elif lowered:
+        names = "; ".join(f"{qc.schemes(method)[n].get('label', n)}: vLLM {r}"
+                          for n, r in lowered)
+        change = (f"if the checkpoint uses one of the schemes later releases run on "
+                  f"capability {_cc(have)} ({names}), upgrade to that release; otherwise "
+                  "serve a checkpoint format this GPU runs (GPTQ/AWQ) or use a newer GPU")
+        summary = (f"a compressed-tensors scheme of the checkpoint{need_text} in vLLM "
+                   f"{label}; this GPU has {_cc(have)}")
+        later = lowered[0][1]
+    else:
+        return None
+    return dict(summary=summary, change=change, changed_in=later, drop_fix=False)
+
+
+# ----------------------------------------------------------------------------- memory
+
+_NO_BLOCKS = re.compile(r"No available memory for the cache blocks", re.I)
+#: CUDA context, NCCL and a first block of cache: what must fit beside the weights (the
+#: memory block's runtime allowance, :data:`audit.kb.memory.RUNTIME_GIB`, plus one GiB).
+_BESIDE_WEIGHTS_GIB = 2.0
+#: Above this fraction vLLM leaves the GPU no room for CUDA graphs and fragmentation.
+_MAX_UTIL = 0.95
+
+
+def memory_budget(lines: list[str], facts: dict[str, Any],
+                  util_default: float | None) -> dict[str, Any] | None:
+    line = next((x for x in reversed(lines) if _NO_BLOCKS.search(x)), None)
+    if line is None:
+        return None
+    memory, weights = facts.get("gpu_memory_bytes"), facts.get("weights_bytes")
+    util = facts.get("gpu_memory_utilization")
+    set_by_operator = util is not None
+    util = util if util is not None else util_default
+    shards = max(1, facts.get("tp") or 1) * max(1, facts.get("pp") or 1)
+    generic = ("raise --gpu-memory-utilization" + (f" (now {util})" if set_by_operator else "")
+               + ": it caps all of vLLM's GPU memory, weights included, and the KV cache gets "
+               "only what is left; or put fewer weights on each GPU (more "
+               "--tensor-parallel-size, a smaller quantization)")
+    if not memory or not weights:
+        return dict(setting="--gpu-memory-utilization", change=generic,
+                    value=util if set_by_operator else None)
+    mem_gib, w_gib = memory / _GIB, weights / shards / _GIB
+    need = math.ceil((w_gib + _BESIDE_WEIGHTS_GIB) / mem_gib * 100) / 100
+    source = facts.get("weights_source") or "weights"
+    budget = f"{util} x {mem_gib:.1f} GiB = {util * mem_gib:.1f} GiB" if util else None
+    over = util is not None and util * mem_gib < w_gib + _BESIDE_WEIGHTS_GIB
+    summary = (f"the weights ({w_gib:.1f} GiB per GPU; {source}) "
+               + (f"leave no room in the memory vLLM may use ({budget})" if over else
+                  f"and the memory vLLM may use ({budget or 'unknown'}) leave no KV cache"))
+    if need <= _MAX_UTIL:
+        change = (f"raise --gpu-memory-utilization to at least {need:.2f} "
+                  f"({need * mem_gib:.1f} GiB of {mem_gib:.1f} GiB: the weights plus "
+                  f"{_BESIDE_WEIGHTS_GIB:g} GiB for the runtime and a first KV cache)"
+                  + (f", now {util}" if set_by_operator else "")
+                  + "; or lower the weights per GPU (more --tensor-parallel-size, a smaller "
+                  "quantization)")
+    else:
+        tp = max(1, facts.get("tp") or 1)
+        more = next((n for n in (2, 4, 8) if n > tp and
+                     (weights / n / max(1, facts.get("pp") or 1) / _GIB
+                      + _BESIDE_WEIGHTS_GIB) / mem_gib <= 0.9), None)
+        change = ("the weights do not fit one GPU at any --gpu-memory-utilization: "
+                  + (f"use --tensor-parallel-size {more}" if more else
+                     "use more GPUs (tensor parallelism)")
+                  + ", a smaller quantization, or a larger GPU")
+    return dict(setting="--gpu-memory-utilization", value=util if set_by_operator else None,
+                change=change, summary_prefix=summary, error_line=line)
