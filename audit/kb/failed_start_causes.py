@@ -39,8 +39,11 @@ _INSUFFICIENT = re.compile(r"CUDA driver version is insufficient for CUDA runtim
 _DRIVER_SYMBOL = re.compile(r"undefined symbol: (cu[A-Z]\w+)")
 #: A wheel's CUDA build tag (``2.4.0+cu121``, an image tag ``…-cu130``).
 _CU_TAG = re.compile(r"[+-]cu(\d{2})(\d)\b")
-#: Minimum Linux driver of each CUDA major version under minor-version compatibility
-#: (NVIDIA, CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions").
+#: Minimum Linux driver of each CUDA major version under minor-version compatibility: NVIDIA's
+#: "CUDA Compatibility" guide, minor version compatibility, Table 1 (13.x >= 580, 12.x >= 525,
+#: 11.x >= 450), each at the build of the driver that shipped with the major's first toolkit
+#: (the guide names 450.80.02 for CUDA 11.0; 525.60.13 and 580.65.06 are CUDA 12.0's and
+#: 13.0's, as the release notes' driver tables list them).
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
 
