@@ -311,6 +311,23 @@ def _parallel_drafting(plan: Plan, ctx: dict, finding: FindingResult, env: dict)
     return True
 
 
+def _reasoning_from_finding(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
+    """The reasoning parser the finding chose for this release and template (its evidence
+    ``parser``), with --enable-reasoning where that release applies a parser only with it:
+    the command then says what the finding says."""
+    evidence = finding.evidence if isinstance(finding.evidence, dict) else {}
+    value, changed = evidence.get("parser"), False
+    if isinstance(value, str) and value and plan.values.get("reasoning_parser") != value:
+        plan.set("reasoning_parser", value, _why(finding, f"{value} separates the thinking "
+                 "from the answer"), finding.references)
+        changed = True
+    if evidence.get("enable_reasoning") is True and not plan.values.get("enable_reasoning"):
+        plan.set("enable_reasoning", True, _why(finding, "this release applies the reasoning "
+                 "parser only with --enable-reasoning"), finding.references)
+        changed = True
+    return changed
+
+
 def _set_value(key: str, value: Any, text: str) -> Repair:
     def repair(plan: Plan, ctx: dict, finding: FindingResult, env: dict) -> bool:
         if plan.values.get(key) == value:
@@ -377,6 +394,7 @@ REPAIRS: dict[str, Repair] = {
     "mf-weights-do-not-fit": _weights,
     "upx-qwen3-deepseek-r1-reasoning-parser": _set_value(
         "reasoning_parser", "qwen3", "qwen3 handles replies without a think block"),
+    "up-qwen3-hybrid-thinking-without-reasoning-parser": _reasoning_from_finding,
     "upx-kimi-k25-without-reasoning-parser": _set_value(
         "reasoning_parser", "kimi_k2", "kimi_k2 separates the reasoning"),
     "upx-deepep-without-expert-parallel": _set_value(

@@ -86,6 +86,49 @@ def driver_too_old(lines: list[str], facts: dict[str, Any]) -> dict[str, Any] | 
         change=f"{upgrade}, {wheels}")
 
 
+# ----------------------------------------------------------------------------- installation
+
+#: ``No module named 'vllm._C'`` (quotes vary; a ModuleNotFoundError or an ImportError). The
+#: compiled modules are all ``vllm._<name>C`` (_C, _moe_C, _rocm_C, _flashmla_C …).
+_NO_EXTENSION = re.compile(r"No module named \W?(vllm\._\w*C)\b")
+#: An import of the extension's shared object that fails on a missing symbol: the .so was
+#: built against another PyTorch (C++ ABI) or CUDA runtime than the one installed.
+_EXTENSION_SYMBOL = re.compile(r"vllm/(_\w*C)[\w.]*\.so\S*: undefined symbol: (\S+)")
+
+
+def extension_missing(lines: list[str]) -> dict[str, Any] | None:
+    for line in reversed(lines):
+        symbol = _EXTENSION_SYMBOL.search(line)
+        if symbol and not _DRIVER_SYMBOL.search(line):
+            return dict(
+                kind="installation", error_line=line, setting=None,
+                checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
+                         f"which needs the symbol {symbol[2]} from the PyTorch/CUDA it was "
+                         "built against"),
+                summary=(f"vLLM's compiled extension vllm.{symbol[1]} was built for another "
+                         "PyTorch/CUDA than the one installed (undefined symbol "
+                         f"{symbol[2][:80]}): an installation problem, not a setting"),
+                change=("install the vLLM wheel built for the installed PyTorch (or the "
+                        "PyTorch version that vLLM release pins), or rebuild vLLM from "
+                        "source against it"))
+        missing = _NO_EXTENSION.search(line)
+        if missing:
+            return dict(
+                kind="installation", error_line=line, setting=None,
+                checked=(f"importing vLLM loads its compiled extension {missing[1]}, which "
+                         "only a built vLLM has"),
+                summary=(f"vLLM's compiled extension {missing[1]} is missing: the vllm "
+                         "package Python imported was never built (a source checkout used "
+                         "as is, or one that shadows the installed vLLM because the start ran "
+                         "inside it) or was built for another Python: an installation "
+                         "problem, not a setting"),
+                change=("install a built vLLM wheel (pip install vllm), or build the "
+                        "checkout (pip install -e . inside it); when a built vLLM is "
+                        "installed, start from outside the source tree so that the checkout "
+                        "does not shadow it"))
+    return None
+
+
 # ----------------------------------------------------------------------------- quantization
 
 _QUANT_CAP = re.compile(r"quantization method ([\w-]+) is not supported for the current GPU"

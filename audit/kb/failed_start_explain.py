@@ -38,7 +38,12 @@ from packaging.version import InvalidVersion, Version
 
 from audit.kb import raise_sites as rs
 from audit.kb.failed_start_architecture import architecture
-from audit.kb.failed_start_causes import driver_too_old, memory_budget, quant_capability
+from audit.kb.failed_start_causes import (
+    driver_too_old,
+    extension_missing,
+    memory_budget,
+    quant_capability,
+)
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
 from audit.kb.platform_values import applicable, platform_bound
@@ -83,9 +88,9 @@ class Explanation:
     """One failed start, explained.
 
     ``kind``: unknown_flag | removed_flag | invalid_choice | bad_argument | raise_site |
-    correlated | named_in_message | exception | unrecognised. ``setting``: the flag
-    (``--kv-cache-dtype``), ``env:VLLM_X`` or ``hf:key`` that fed the check (None when none
-    is known); ``value``: what the operator set; ``change``: one sentence;
+    driver | installation | correlated | named_in_message | exception | unrecognised.
+    ``setting``: the flag (``--kv-cache-dtype``), ``env:VLLM_X`` or ``hf:key`` that fed the
+    check (None when none is known); ``value``: what the operator set; ``change``: one sentence;
     ``valid_values``: what the release accepts there; ``fix_argv``: the failing argv with
     the change applied (None when the change is not one argv edit)."""
 
@@ -246,8 +251,10 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
     release = _Release(table_rel, version)
     where = (platform, cc)
     out = _argparse(lines, argv, release, where) or _driver(lines, facts) \
-        or _architecture(lines, argv, release) or _sites(lines, argv, version, where)
-    if out is None or out.setting is None:
+        or _installation(lines) or _architecture(lines, argv, release) \
+        or _sites(lines, argv, version, where)
+    # an installation problem is the cause whatever words of the error match a setting
+    if out is None or (out.setting is None and out.kind != "installation"):
         # a check that reads no setting (a GPU capability, a weight shape): the error's own
         # words may still name one; the check found stays what vLLM checked
         named = _correlate(lines, argv, release) or \
@@ -269,6 +276,13 @@ def _driver(lines: list[str], facts: dict[str, Any]) -> Explanation | None:
     """A driver older than the wheels' CUDA: the GPU is unusable, whatever else the log says
     (:func:`audit.kb.failed_start_causes.driver_too_old`)."""
     found = driver_too_old(lines, facts)
+    return Explanation(**found) if found else None
+
+
+def _installation(lines: list[str]) -> Explanation | None:
+    """vLLM's compiled extension missing or built for another PyTorch/CUDA: the
+    installation, not a setting (:func:`audit.kb.failed_start_causes.extension_missing`)."""
+    found = extension_missing(lines)
     return Explanation(**found) if found else None
 
 

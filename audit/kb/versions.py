@@ -183,7 +183,10 @@ def parse_version(raw: str | None) -> VersionInfo:
         found = _from_pep440(embedded[1], text, f"{prefix}version embedded in '{tag}': ")
         if found is not None:
             return found
-    if image or re.search(r"[a-z]", lowered):
+    # A bare word is a pre-release image tag only when it could be one (no whitespace) and has
+    # a digit to carry a date or version: "not stated" / "unknown" are no tag at all.
+    if image or (re.fullmatch(r"[\w.\-+]+", lowered) and re.search(r"[a-z]", lowered)
+                 and re.search(r"\d", lowered)):
         return _from_dated_tag(lowered, text, prefix, nightly=False)
     return VersionInfo(None, text, f"unrecognised version string '{text}'")
 

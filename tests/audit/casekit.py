@@ -81,6 +81,10 @@ def extract_version(text: str | None) -> str | None:
         except InvalidVersion:
             continue
         return match[1]
+    # "not stated ..." is the collectors' marker for a fact the report does not give: with no
+    # version in it, the server's /version is unknown, not a version (or tag) called "not".
+    if text.strip().lower().startswith("not stated"):
+        return None
     return text.split()[0]
 
 
