@@ -30,14 +30,19 @@ from __future__ import annotations
 
 import difflib
 import re
-import shlex
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from audit.kb import raise_sites as rs
 from audit.kb.failed_start_architecture import architecture
+from audit.kb.failed_start_argv import (
+    Release,
+    argv_known,
+    command_text,
+    edit_argv,
+    flag_positions,
+    public_version,
+)
 from audit.kb.failed_start_causes import (
     driver_too_old,
     extension_missing,
@@ -134,101 +139,7 @@ class Explanation:
         return bool(self.setting and self.change)
 
 
-# ----------------------------------------------------------------------------- argv edits
-
-def _flag_positions(argv: list[str], spellings: set[str]) -> list[int]:
-    return [i for i, t in enumerate(argv)
-            if t in spellings or (t.split("=", 1)[0] in spellings and "=" in t)]
-
-
-def _takes(release: str, spelling: str) -> str:
-    entry = spelling_index(release).get(spelling)
-    if entry is None:
-        return "one"
-    return table(release)["options"][entry.flag]["takes"]
-
-
-def edit_argv(argv: list[str], release: str, spelling: str, *, new_flag: str | None = None,
-              new_value: str | None = None, drop: bool = False) -> list[str] | None:
-    """``argv`` with option ``spelling`` renamed, given ``new_value`` or dropped (with its
-    value tokens); None when ``spelling`` is not in argv."""
-    spellings = {spelling}
-    entry = spelling_index(release).get(spelling)
-    if entry is not None:
-        spellings |= {s for s, e in spelling_index(release).items() if e.flag == entry.flag}
-    positions = _flag_positions(argv, spellings)
-    if not positions:
-        return None
-    out = list(argv)
-    for index in reversed(positions):
-        token = out[index]
-        inline = "=" in token
-        takes = _takes(release, token.split("=", 1)[0])
-        width = 1 if inline or takes == "none" else 2
-        if takes == "many" and not inline:
-            while index + width < len(out) and not out[index + width].startswith("-"):
-                width += 1
-        if drop:
-            del out[index:index + width]
-        elif new_flag is not None:
-            out[index] = new_flag + ("=" + token.split("=", 1)[1] if inline else "")
-        elif new_value is not None:
-            if inline:
-                out[index] = f"{token.split('=', 1)[0]}={new_value}"
-            elif index + 1 < len(out):
-                out[index + 1:index + width] = [new_value]
-    return out
-
-
-def _command(argv: list[str] | None) -> str | None:
-    return shlex.join(argv) if argv else None
-
-
 # ----------------------------------------------------------------------------- explain
-
-class _Release(str):
-    """A table's release (equal to and hashed as that release, so every table lookup reads
-    it) whose ``{release:run}`` names the running version when no table of its own exists:
-    "vLLM 0.6.4 (judged with the nearest shipped table, 0.8.5)", so no sentence presents the
-    substitute table as the release that runs."""
-
-    label: str
-    running: str | None
-
-    def __new__(cls, release: str, version: str | None) -> _Release:
-        made = super().__new__(cls, release)
-        running = _public(version)
-        made.running = running
-        if running is None:
-            # no version reported: the table is a stand-in, never the release that ran
-            made.label = f"of unknown version (judged with the {release} table)"
-        else:
-            made.label = (release if running == release else
-                          f"{running} (judged with the nearest shipped table, {release})")
-        return made
-
-    def __format__(self, spec: str) -> str:
-        # ``{release:run}`` in a sentence about the running release; plain ``{release}``
-        # (a table's file name, a lookup) stays the table's release
-        return self.label if spec == "run" else super().__format__(spec)
-
-
-def _public(version: str | None) -> str | None:
-    try:
-        return Version(version).public if version else None
-    except InvalidVersion:
-        return None
-
-
-#: A placeholder in a reported command (``<model>``, ``${MODEL}``, ``...``): the argv is not
-#: the one that ran, so what it lacks says nothing of what the operator left at its default.
-_PLACEHOLDER = re.compile(r"<[^>]*>|\$\{?\w+|^\.\.\.$|…")
-
-
-def argv_known(argv: list[str]) -> bool:
-    """True when ``argv`` is the command that ran: non-empty, with no placeholder."""
-    return bool(argv) and not any(_PLACEHOLDER.search(t) for t in argv)
-
 
 def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
             platform: str | None = None, cc: float | None = None,
@@ -248,7 +159,7 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
     argv = [str(t) for t in argv or []]
     lines = unwrap(lines)
     table_rel, note = table_release(version)
-    release = _Release(table_rel, version)
+    release = Release(table_rel, version)
     where = (platform, cc)
     out = _argparse(lines, argv, release, where) or _driver(lines, facts) \
         or _installation(lines) or _architecture(lines, argv, release) \
@@ -267,8 +178,8 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
     out.release = str(out.release or release)
     out.release_note = out.release_note or note
     _whose(out, argv, release, env)
-    out.failing_command = _command(argv)
-    out.fix_command = _command(out.fix_argv)
+    out.failing_command = command_text(argv)
+    out.fix_command = command_text(out.fix_argv)
     return out
 
 
@@ -286,7 +197,7 @@ def _installation(lines: list[str]) -> Explanation | None:
     return Explanation(**found) if found else None
 
 
-def _refine(out: Explanation, lines: list[str], version: str | None, release: _Release,
+def _refine(out: Explanation, lines: list[str], version: str | None, release: Release,
             facts: dict[str, Any], cc: float | None) -> None:
     """The cause behind a check the raise site names, from the report's facts: a
     quantization method's minimum capability by release, the weights against the memory
@@ -325,7 +236,7 @@ def _whose(out: Explanation, argv: list[str], release: str,
         return
     if not out.setting.startswith("--"):
         return
-    if out.setting in _settings(argv, release) or _flag_positions(argv, {out.setting}):
+    if out.setting in _settings(argv, release) or flag_positions(argv, {out.setting}):
         out.operator_set = True
     elif argv_known(argv):
         out.operator_set = False
@@ -539,7 +450,7 @@ def _sites(lines: list[str], argv: list[str], version: str | None,
            where: tuple) -> Explanation | None:
     """The best raise-site match over every exception line and the nearest releases: one
     that names a setting of the operator wins; else the innermost non-wrapper match."""
-    if _public(version) is None:
+    if public_version(version) is None:
         version = None  # an unparseable version ("latest", free text) is an unknown one
     order = rs.nearest(version)
     best: tuple[tuple, rs.LineMatch, str] | None = None
@@ -568,7 +479,7 @@ def _sites(lines: list[str], argv: list[str], version: str | None,
     if best is None or not best[0][0]:
         return None  # a wrapper alone says nothing of the cause: the later steps judge it
     _score, hit, release = best
-    out = _from_site(hit, argv, _Release(release, version), order[0], where)
+    out = _from_site(hit, argv, Release(release, version), order[0], where)
     only = _platform_only(hit.site)
     if only and where[0] is None:
         # only a one-platform check has these words and the host's platform is unknown: the
