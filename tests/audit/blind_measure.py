@@ -6,8 +6,8 @@ Usage::
 
 ``--set 1`` (the default) reads ``tests/audit/blind_cases/``, ``--set 2`` reads
 ``tests/audit/blind_cases_2/``, ``--set 3`` reads ``tests/audit/blind_cases_3/``, ``--set 4``
-reads ``tests/audit/blind_cases_4/``; ``--dir`` names any directory of case files in the same
-format.
+reads ``tests/audit/blind_cases_4/``, ``--set 5`` reads ``tests/audit/blind_cases_5/``;
+``--dir`` names any directory of case files in the same format.
 
 For every case: the rules that fire at low severity or above (severity, id), the rules whose
 log signatures match the case's quoted error line (``error_lines``), and the case's expected
@@ -35,7 +35,7 @@ from audit.kb.failed_start_explain import explain  # noqa: E402
 from audit.kb.failed_start_facts import facts_of  # noqa: E402
 
 SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2", "3": HERE / "blind_cases_3",
-        "4": HERE / "blind_cases_4"}
+        "4": HERE / "blind_cases_4", "5": HERE / "blind_cases_5"}
 BLIND = SETS["1"]
 _TAGS = ("kind", "startup_failure", "near_miss", "cause_established")
 
@@ -97,7 +97,7 @@ def case_dir(set_name: str | None, directory: str | None) -> Path:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="1", help="blind set number (1, 2, 3 or 4; default 1)")
+    parser.add_argument("--set", default="1", help="blind set number (1, 2, 3, 4 or 5; default 1)")
     parser.add_argument("--dir", help="a directory of case files (overrides --set)")
     parser.add_argument("prefixes", nargs="*", help="case number prefixes to measure")
     args = parser.parse_args(argv)
