@@ -1,5 +1,5 @@
 """A local stand-in for one vLLM server's HTTP API: ``/version``, ``/v1/models``, ``/metrics``
-(and, for the live probes of issue 17, ``/v1/chat/completions`` and ``/tokenize``).
+(and, for the live probes, ``/v1/chat/completions`` and ``/tokenize``).
 
 Answers like vLLM does (vllm-facts.md section 2): ``/version`` and ``/metrics`` need no
 key, ``/v1/*`` wants ``Authorization: Bearer <key>`` when the server has ``--api-key``.
