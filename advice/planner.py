@@ -148,6 +148,8 @@ def plan_server(server: dict[str, Any], report: dict[str, Any], target: str,
     now_ctx, before = now or current_findings(server, report, history, kb)
     then = build_context(_as_if(server, target), report, history)
     then["vllm"].update(version=normalised, version_raw=target)
+    # The upgraded server has not been seen serving: its start-up findings stand.
+    then["server"] = {**then["server"], "serving": False, "serving_evidence": []}
     changes = compare(before, list(kb.evaluate(then)))
     return {"pid": server.get("pid"), "base_url": server.get("base_url"),
             "brings_fixes": brings_fixes(now_ctx, normalised),

@@ -18,6 +18,7 @@ from audit.kb import metrics as metrics_mod
 from audit.kb.backends import attention_block
 from audit.kb.catalogue import decide, parser_block
 from audit.kb.effective import derive_max_model_len, effective_flags, source_categories
+from audit.kb.evidence_of_serving import serving_evidence
 from audit.kb.fixes import fixes_block, server_features
 from audit.kb.flags import ParsedArgv, parse_argv
 from audit.kb.geometry import INT4_QUANTS, detect_quantization, geometry_context
@@ -485,9 +486,11 @@ def finish_context(part: dict[str, Any], server: dict[str, Any], report: dict[st
                                      geometry=part["geometry"], memory=memory, metrics=metrics,
                                      cache=part["cache"], cards=server.get("models")),
         "template": part["template"], "metrics": metrics,
-        **{key: part[key] for key in ("geometry", "host", "support", "fixes", "probes",
-                                      "server")},
+        **{key: part[key] for key in ("geometry", "host", "support", "fixes", "probes")},
     }
+    # Serving is read from the scrape, so it is set here, not in the cached config part.
+    evidence = serving_evidence(server, metrics, part["probes"])
+    ctx["server"] = {**part["server"], "serving": bool(evidence), "serving_evidence": evidence}
     ctx["perf"] = perf_block(ctx)  # the running command against its predicted latency
     return ctx
 

@@ -29,6 +29,9 @@ Rule fields (see docs/knowledge-base.md) plus two optional fields for metric rul
   backtracking. ``re`` has no timeout, so the patterns are kept simple instead; the agent also
   bounds each line to 500 characters and 40 lines per failed start.
 
+- ``predicts: startup_failure``: the finding claims the server fails to start; it is
+  dropped on a server the report shows serving (audit.kb.evidence_of_serving).
+
 ``confirmed_upstream`` (true/false) is required on every rule that cites a GitHub issue or
 pull request.
 
@@ -53,9 +56,11 @@ import yaml
 from audit.kb import cel_cost
 from audit.kb import cel_functions as fn
 from audit.kb.cannot_check import missing_reason, scope_text
+from audit.kb.evidence_of_serving import parse_predicts, refuted
 from audit.kb.messages import MessageFormatter
 from audit.kb.paths import active_kb_dirs, safe_load_yaml
 from audit.kb.roots import roots_of
+from audit.kb.signatures import compile_signatures
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 SETTINGS_FILE = "_kb.yaml"
@@ -79,17 +84,10 @@ REQUIRED_FIELDS = frozenset(
 )
 OPTIONAL_FIELDS = frozenset(
     {"escalate", "evidence", "fixed_in", "confirmed_upstream", "checklist", "applies",
-     "needs", "log_signatures", "families", "supersedes", "steer"}
+     "needs", "log_signatures", "families", "supersedes", "steer", "predicts"}
 )
 #: ``steer.direction``: what the recommended command does to ``steer.flag``.
 STEER_DIRECTIONS = frozenset({"lower", "raise", "set", "off"})
-#: Bounds of ``log_signatures``: patterns per rule and characters per pattern.
-MAX_SIGNATURES = 10
-MAX_SIGNATURE_CHARS = 200
-#: A group that is quantified and contains a quantifier: ``(a+)+``, ``(.*){2,}``.
-NESTED_QUANTIFIER_RE = re.compile(r"\([^()]*(?<!\\)[*+?}][^()]*\)\s*[*+?{]")
-#: A backreference (``\1``, ``(?P=name)``): not needed for error lines, slow to match.
-BACKREF_RE = re.compile(r"\\[1-9]|\(\?P=")
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CHECKLIST_RE = re.compile(r"^[KR]\d+$")
@@ -189,6 +187,9 @@ class Rule:
     #: How a firing finding steers the recommended command: ``{"flag": "--max-num-seqs",
     #: "direction": "lower"|"raise"|"set"|"off", "value": CEL program or None}``.
     steer: dict[str, Any] | None = None
+    #: ``predicts: startup_failure``: the finding claims the server fails to start, so it is
+    #: dropped on a server seen serving (audit.kb.evidence_of_serving).
+    predicts: str | None = None
 
 
 _FORMATTER = MessageFormatter()
@@ -426,8 +427,12 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
     ):
         raise v.fail("supersedes: expected a list of other rule ids")
     applies = raw.get("applies")
+    try:
+        predicts = parse_predicts(raw.get("predicts"))
+    except ValueError as exc:
+        raise v.fail(str(exc)) from exc
     return {
-        "steer": _steer(raw.get("steer"), v),
+        "predicts": predicts, "steer": _steer(raw.get("steer"), v),
         "supersedes": list(supersedes),
         "families": list(families),
         "fixed_in": None if fixed_in is None else str(fixed_in),
@@ -436,7 +441,7 @@ def _optional_fields(raw: dict[str, Any], v: _Validator) -> dict[str, Any]:
         "applies": None if applies is None else v.program(applies, "applies"),
         "needs": v.metric_list(raw["needs"]) if "needs" in raw else [],
         "scope": _scope(raw, v),
-        "log_signatures": _signatures(raw.get("log_signatures"), v),
+        "log_signatures": compile_signatures(raw.get("log_signatures"), v.fail),
     }
 
 
@@ -464,31 +469,6 @@ def _scope(raw: dict[str, Any], v: _Validator) -> cel.Program | None:
         return None
     text = scope_text(raw["condition"])
     return None if text is None else v.program(text, "condition (terms without metrics)")
-
-
-def _signatures(raw: Any, v: _Validator) -> list[re.Pattern[str]]:
-    """Compile ``log_signatures`` (see the module docstring for the checks)."""
-    if raw is None:
-        return []
-    if not isinstance(raw, list) or not raw or len(raw) > MAX_SIGNATURES:
-        raise v.fail(f"log_signatures: expected a list of 1 to {MAX_SIGNATURES} patterns")
-    out = []
-    for index, pattern in enumerate(raw):
-        what = f"log_signatures[{index}]"
-        if not isinstance(pattern, str) or not pattern.strip():
-            raise v.fail(f"{what}: expected a non-empty string")
-        if len(pattern) > MAX_SIGNATURE_CHARS:
-            raise v.fail(f"{what}: longer than {MAX_SIGNATURE_CHARS} characters")
-        if NESTED_QUANTIFIER_RE.search(pattern):
-            raise v.fail(f"{what}: a quantified group contains a quantifier (catastrophic "
-                         "backtracking); match a literal phrase instead")
-        if BACKREF_RE.search(pattern):
-            raise v.fail(f"{what}: backreferences are not allowed")
-        try:
-            out.append(re.compile(pattern))
-        except re.error as exc:
-            raise v.fail(f"{what}: not a valid regular expression: {exc}") from exc
-    return out
 
 
 def build_rule(raw: Any, file: str, settings: dict[str, Any]) -> Rule:
@@ -704,7 +684,8 @@ def _run_rule(rule: Rule, activation: cel.Context, ctx: dict[str, Any],
         failures.append(RuleFailure(rule.id, f"condition: {_short(exc)}"))
         return
     if fired is True:
-        findings.append(_finding(rule, activation, failures))
+        if not refuted(rule.predicts, ctx):
+            findings.append(_finding(rule, activation, failures))
         return
     if fired is not False:
         failures.append(RuleFailure(rule.id, f"condition returned {fired!r}, not a bool"))

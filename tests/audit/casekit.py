@@ -19,6 +19,9 @@ Conversion rules (``demo/data/cases/README.md``):
 * ``error_lines`` (optional): the error text a start-up failure logged, as the report
   quotes it, becomes one ``failed_starts[]`` entry (:func:`failed_start_of`), so the rules'
   ``log_signatures`` see it as ``audit/crashloop.py`` would (:func:`log_matches`).
+* ``startup_failure: false`` (sets 3-5) without ``error_lines``: the server started and
+  served, so its ``GET /v1/models`` answered: one model card (the served name, context length
+  unknown), the agent's evidence that the server is serving.
 * metrics: :data:`CASE_METRICS` holds, per case, the numbers its ``metrics_note`` gives (read
   by hand, quoted in comments); :func:`metrics_text` writes them in the naming era of the
   case's version (V0 < 0.8.0: ``gpu_cache_usage_perc``, no ``engine`` label; V1-early 0.8.x:
@@ -244,6 +247,10 @@ def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, A
             metrics=text, mounts=mounts, env=case.get("env") or {}))
         if case.get("model_config"):
             report["servers"][-1]["model_files"] = model_files_of(case)
+        if case.get("startup_failure") is False and not case.get("error_lines"):
+            # The case says the server started and served: its GET /v1/models answered, as
+            # the agent reads it from a running server (the card's context length unknown).
+            report["servers"][-1]["models"] = [{"id": str(names[0])}]
     if case.get("error_lines"):  # optional: the error lines a failed start would log
         report["failed_starts"] = [failed_start_of(cid, argv, image, case["error_lines"])]
     return report

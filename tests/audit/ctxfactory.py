@@ -147,7 +147,8 @@ def _light() -> dict[str, Any]:
                  "driver": "580.95.05", "cuda": "13.0"},
         # audit/kb/context.py build_context "server" block (env rules read server.env).
         "server": {"pid": 4242, "base_url": "http://127.0.0.1:8000", "env": {},
-                   "started_at": None, "errors": [], "key": "http://127.0.0.1:8000"},
+                   "started_at": None, "errors": [], "key": "http://127.0.0.1:8000",
+                   "serving": True, "serving_evidence": ["metrics"]},
         # audit/kb/probes.py: never probed
         "probes": probes_block({}),
     }
@@ -238,4 +239,9 @@ def make_context(preset: str = "light", overrides: dict[str, Any] | None = None)
         if leaf not in node:
             raise KeyError(f"{path} is not a context key")
         node[leaf] = value
+    # As in audit/kb/context.py, /metrics answering is evidence of serving: a scenario that
+    # turns metrics off models a server not seen serving unless it says otherwise.
+    if "server.serving" not in (overrides or {}):
+        serving = ctx["metrics"].get("available") is True
+        ctx["server"].update(serving=serving, serving_evidence=["metrics"] if serving else [])
     return ctx

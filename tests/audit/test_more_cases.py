@@ -197,6 +197,9 @@ SCENARIOS: list[tuple[str, str, dict[str, Any], str | None]] = [
     ids=[f"{s[0]}-{i}-{s[3] or 'silent'}" for i, s in enumerate(SCENARIOS)])
 def test_a_hardened_rule_fires_on_its_cause_and_stays_silent_on_the_near_miss(
         kb, rule_id, preset, overrides, expected):
+    if kb.rule(rule_id).predicts == "startup_failure":
+        # A start-up failure is claimed for a server not seen serving (the presets serve).
+        overrides = {"server.serving": False, **overrides}
     evaluation = kb.evaluate(make_context(preset, overrides))
     mine = [f for f in evaluation if f.rule_id == rule_id]
     assert not [x for x in evaluation.failures if x.rule_id.startswith("up")], (

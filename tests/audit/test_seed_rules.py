@@ -310,6 +310,9 @@ SILENT = [
 @pytest.mark.parametrize("preset,overrides,rule_id,severity",
                          [case[1:] for case in FIRES], ids=[case[0] for case in FIRES])
 def test_the_rule_fires_where_it_applies(preset, overrides, rule_id, severity):
+    if SEED_KB.rule(rule_id).predicts == "startup_failure":
+        # A start-up failure is claimed for a server not seen serving (the presets serve).
+        overrides = {"server.serving": False, **(overrides or {})}
     findings = fired(preset, overrides)
     assert rule_id in findings, sorted(findings)
     assert findings[rule_id].severity == severity
