@@ -13,28 +13,17 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import blind_measure  # noqa: E402
-import casekit  # noqa: E402
+import blindsets  # noqa: E402
 import test_blind_cases_2 as set2  # noqa: E402
 import test_blind_cases_3 as set3  # noqa: E402
-import test_blind_cases_4 as set4  # noqa: E402
 
-SET5 = Path(__file__).resolve().parent / "blind_cases_5"
-CASES = sorted(SET5.glob("*.json"))
+CASES = blindsets.cases(5)
 
 
 def test_set_is_complete():
     """30 reports numbered 701-730, each a distinct vLLM tracker issue that none of the earlier
     sets uses, with the README that records how they were collected and measured."""
-    assert len(CASES) == 30, f"{len(CASES)} cases in {SET5}"
-    ids = [casekit.case_id(p) for p in CASES]
-    assert ids == [str(n) for n in range(701, 731)], ids
-    sources = [set2._load(p)["source"] for p in CASES]
-    assert len(set(sources)) == len(sources), "two cases cite the same report"
-    earlier = {set4._source(set2._load(p))
-               for p in [*set4.SET1, *set2.CASES, *set3.CASES, *set4.CASES]}
-    assert not earlier & set(sources), "a case of sets 1-4 is reused"
-    assert (SET5 / "README.md").is_file()
+    blindsets.assert_complete(5, 701)
 
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem[:3])
@@ -53,7 +42,4 @@ def test_case_builds_a_valid_report(path: Path):
 
 def test_measure_script_reads_set_5(capsys):
     """`blind_measure.py --set 5 701` prints the block of case 701 and nothing else."""
-    blind_measure.main(["--set", "5", "701"])
-    out = capsys.readouterr().out
-    assert out.startswith("== 701-") and "\n== " not in out.strip("\n")[1:]
-    assert "kind=" in out and "cause:" in out
+    blindsets.assert_measure_reads(capsys, 5, 701)
