@@ -25,6 +25,7 @@ import re
 from typing import Any
 
 from audit.kb import quant_capability as qc
+from audit.kb.memory import RUNTIME_GIB
 
 _GIB = 2**30
 
@@ -230,9 +231,14 @@ def _scheme(line: str, need: int | None, have: int | None, facts: dict[str, Any]
 _NO_BLOCKS = re.compile(r"No available memory for the cache blocks", re.I)
 #: CUDA context, NCCL and a first block of cache: what must fit beside the weights (the
 #: memory block's runtime allowance, :data:`audit.kb.memory.RUNTIME_GIB`, plus one GiB).
-_BESIDE_WEIGHTS_GIB = 2.0
-#: Above this fraction vLLM leaves the GPU no room for CUDA graphs and fragmentation.
+_BESIDE_WEIGHTS_GIB = RUNTIME_GIB + 1.0
+#: Above this fraction vLLM leaves the GPU no room for CUDA graphs and fragmentation: where
+#: the rule ``up-gpu-mem-util-no-cudagraph-headroom`` (audit/rules) starts to fire.
 _MAX_UTIL = 0.95
+#: The fraction a tensor-parallel size is proposed at: vLLM's default
+#: ``--gpu-memory-utilization`` through 0.19.x (0.92 from 0.20.0, audit/kb/data/vllm flag
+#: tables), the lower of the two, so the proposal also holds on the older releases.
+_PROPOSE_AT_UTIL = 0.9
 
 
 def memory_budget(lines: list[str], facts: dict[str, Any],
@@ -271,7 +277,7 @@ def memory_budget(lines: list[str], facts: dict[str, Any],
         tp = max(1, facts.get("tp") or 1)
         more = next((n for n in (2, 4, 8) if n > tp and
                      (weights / n / max(1, facts.get("pp") or 1) / _GIB
-                      + _BESIDE_WEIGHTS_GIB) / mem_gib <= 0.9), None)
+                      + _BESIDE_WEIGHTS_GIB) / mem_gib <= _PROPOSE_AT_UTIL), None)
         change = ("the weights do not fit one GPU at any --gpu-memory-utilization: "
                   + (f"use --tensor-parallel-size {more}" if more else
                      "use more GPUs (tensor parallelism)")

@@ -18,15 +18,8 @@ from typing import Any
 
 from audit.kb.catalogue import params_from_name
 from audit.kb.flags import parse_argv
+from audit.kb.geometry import detect_quantization
 from audit.kb.modelparams import BYTES_PER_PARAM
-
-#: Quantization names (``--quantization``, config.json ``quant_method``) -> the
-#: bytes-per-parameter key of :data:`audit.kb.modelparams.BYTES_PER_PARAM`.
-_QUANT_BYTES = {"awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq",
-                "marlin": "gptq", "fp8": "fp8", "fbgemm_fp8": "fp8", "bitsandbytes": "bnb-4bit",
-                "gguf": "gguf", "mxfp4": "mxfp4", "modelopt_fp4": "nvfp4", "nvfp4": "nvfp4"}
-_NAME_QUANT = (("awq", "awq"), ("gptq", "gptq"), ("fp8", "fp8"), ("nvfp4", "nvfp4"),
-               ("int4", "int4"), ("4bit", "int4"), ("bnb", "bnb-4bit"), ("gguf", "gguf"))
 
 
 def _int(value: Any) -> int | None:
@@ -105,11 +98,10 @@ def _weights(files: dict[str, Any], model: str | None,
     params, _active = params_from_name(model)
     if not params:
         return None, None
-    quant = facts.get("quant_method") or facts.get("quantization")
-    key = _QUANT_BYTES.get(str(quant).lower()) if quant else None
-    if key is None and model:
-        key = next((k for word, k in _NAME_QUANT if word in model.lower()), None)
-    key = key or "bf16"
+    # The memory rules' own labelling (audit.kb.geometry), so this estimate and theirs agree.
+    label, _how = detect_quantization(facts.get("quant_method") or facts.get("quantization"),
+                                      None, model)
+    key = label if label in BYTES_PER_PARAM else "bf16"
     return int(params * 1e9 * BYTES_PER_PARAM[key]), (
         f"estimate: {params:g}B parameters (from the model name) x {BYTES_PER_PARAM[key]} "
         f"bytes ({key})")

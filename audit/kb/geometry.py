@@ -54,7 +54,7 @@ def models_table() -> list[dict[str, Any]]:
     return _load()[0]
 
 _QUANT_FLAG_MAP = {
-    "awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq",
+    "awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq", "marlin": "gptq",
     "auto_gptq": "gptq", "fp8": "fp8", "fbgemm_fp8": "fp8", "fp8_per_tensor": "fp8",
     "fp8_per_block": "fp8", "modelopt_fp4": "nvfp4", "nvfp4": "nvfp4", "gguf": "gguf",
     "bitsandbytes": "bnb-4bit", "mxfp4": "mxfp4", "gpt_oss_mxfp4": "mxfp4",
