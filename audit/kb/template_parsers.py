@@ -84,3 +84,32 @@ def parser_check(chat_template: dict[str, Any] | None, tool_parser: Any,
             if out["steer"] is None and result["suggest"]:
                 out["steer"] = {"flag": flag, "direction": "set", "value": result["suggest"][0]}
     return out
+
+
+#: config.json ``model_type`` of the Qwen3 releases that switch thinking per request.
+HYBRID_THINKING_TYPES = ("qwen3", "qwen3_moe")
+#: Checkpoints of those types that do not switch (the 2507 Instruct/Thinking split, Coder, VL,
+#: Next, 3.5/3.6): their config says qwen3 or qwen3_moe, so only the id tells them apart when
+#: the template's markers were not read.
+_NOT_HYBRID_IDS = ("qwen3-coder", "instruct-2507", "thinking-2507", "qwen3-vl", "qwen3-next",
+                   "qwen3.5", "qwen3.6")
+
+
+def hybrid_thinking(parsers: dict[str, Any], model_type: Any,
+                    model_id: Any) -> tuple[bool, str]:
+    """``(hybrid, decided_by)``: does the model switch thinking on and off per request (Qwen3's
+    ``enable_thinking``)? The template's markers decide when they were read, then config.json
+    ``model_type``, then the model id; ``decided_by`` says which, for the finding's evidence.
+    ``parsers``: the ``template.parsers`` block (:func:`parser_check`)."""
+    name = model_id.lower() if isinstance(model_id, str) else ""
+    if parsers.get("known"):
+        by, switch = "the chat template's enable_thinking switch", \
+            "enable_thinking" in (parsers.get("markers") or [])
+    else:
+        by, switch = "the model name (no config.json or template markers were read)", True
+    if model_type is not None:
+        family = model_type in HYBRID_THINKING_TYPES
+        by = by if parsers.get("known") else f"config.json model_type {model_type}"
+    else:
+        family = "qwen3-" in name or "qwen3_" in name
+    return (switch and family and not any(word in name for word in _NOT_HYBRID_IDS)), by

@@ -14,7 +14,7 @@ from typing import Any
 
 from audit.kb.invariants import unjudged
 from audit.kb.probes import probes_block
-from audit.kb.template_parsers import parser_check
+from audit.kb.template_parsers import hybrid_thinking, parser_check
 
 WINDOW_KEYS = (
     "window_kind", "window_s", "kv_cache_usage", "requests_running", "requests_waiting",
@@ -220,6 +220,8 @@ def _model_decision_keys(ctx: dict[str, Any]) -> None:
     model.setdefault("attention", {"forced": None, "problems": [], "can_serve": None,
                                    "would_serve": []})
     model.setdefault("parsers", {"mismatch": [], "tool_fits": None, "reasoning_fits": None})
+    model.setdefault("hybrid_thinking", False)
+    model.setdefault("hybrid_thinking_by", "")
     ctx.setdefault("memory", empty_memory())
 
 
@@ -241,6 +243,12 @@ def make_context(preset: str = "light", overrides: dict[str, Any] | None = None)
         node[leaf] = value
     # As in audit/kb/context.py, /metrics answering is evidence of serving: a scenario that
     # turns metrics off models a server not seen serving unless it says otherwise.
+    # As in audit/kb/context.py, hybrid thinking is derived from the template's markers, the
+    # model type and the id, so it follows a scenario's overrides of those.
+    if "model.hybrid_thinking" not in (overrides or {}):
+        ctx["model"]["hybrid_thinking"], ctx["model"]["hybrid_thinking_by"] = hybrid_thinking(
+            ctx["template"]["parsers"], ctx["model"]["arch"].get("model_type"),
+            ctx["model"].get("id"))
     if "server.serving" not in (overrides or {}):
         serving = ctx["metrics"].get("available") is True
         ctx["server"].update(serving=serving, serving_evidence=["metrics"] if serving else [])
