@@ -37,7 +37,7 @@ from ninja.security import HttpBearer
 
 from fleet import lane, token_cache
 from fleet import probes as fleet_probes
-from fleet.bodies import BodyError, read_capped_body
+from fleet.bodies import BodyError, drain, read_capped_body
 from fleet.client_ip import client_ip, client_ip_or_none
 from fleet.lane import steady_key
 from fleet.metrics_text import text_due
@@ -118,13 +118,20 @@ api = NinjaAPI(title="vLLM Fleet Audit agent API", version="1", docs_url="/docs"
 
 @api.exception_handler(ApiRefusal)
 def _refusal(request: HttpRequest, exc: ApiRefusal) -> HttpResponse:
+    drain(request, _DRAIN_BYTES)  # refused before the body was read (403 pending, 429)
     return error_response(exc.status, exc.error, exc.details, exc.headers)
 
 
 @api.exception_handler(AuthenticationError)
 def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    drain(request, _DRAIN_BYTES)
     return error_response(401, "missing, unknown or revoked token",
                           headers={"WWW-Authenticate": "Bearer"})
+
+
+#: What a refusal reads of a body it did not need: the proxy's cap (deploy/Caddyfile, 4 MiB
+#: plus gzip's overhead) and no more.
+_DRAIN_BYTES = MAX_REPORT_BYTES + 64 * 1024
 
 
 @api.exception_handler(NinjaValidationError)

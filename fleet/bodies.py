@@ -87,3 +87,16 @@ def _inflate(inflater: zlib._Decompress, chunk: bytes, out: bytearray, cap: int)
         if len(out) > cap:
             raise BodyError(413, f"body larger than {cap} bytes after decompression")
         data = inflater.unconsumed_tail
+
+
+def drain(request: HttpRequest, limit: int) -> None:
+    """Read and drop what is left of ``request``'s body, at most ``limit`` bytes, before a
+    refusal is answered. A refusal sent while the proxy in front (deploy/Caddyfile) is still
+    uploading the body makes gunicorn close the connection under it, and the agent gets the
+    proxy's 502 instead of the 401/403/429 that tells it what to do. Never raises."""
+    try:
+        remaining = limit
+        while remaining > 0 and (chunk := request.read(min(CHUNK_BYTES, remaining))):
+            remaining -= len(chunk)
+    except Exception:  # a refusal must still be answered, whatever the stream does
+        return
