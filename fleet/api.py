@@ -10,13 +10,11 @@ events) and evaluation are enqueued after commit and run in the worker. No stack
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from functools import partial
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import (
@@ -35,7 +33,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.responses import Status
 from ninja.security import HttpBearer
 
-from fleet import lane, token_cache
+from fleet import jsonread, lane, token_cache
 from fleet import probes as fleet_probes
 from fleet.bodies import BodyError, drain, read_capped_body
 from fleet.client_ip import client_ip, client_ip_or_none
@@ -423,8 +421,8 @@ def _with_probe_requests(answer: dict[str, Any], token: Any, wire: Any,
 def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None, bool]:
     """``(the body's JSON object, its text, strict)``; the text is None when PostgreSQL's
     ``jsonb`` might not read it as ``json.loads`` did (not strict UTF-8, or a byte-order mark,
-    which ``json.loads`` skips); ``strict``: orjson read it (see :func:`_loads`). Raises
-    :class:`ApiRefusal` (400, 413, 415, 422)."""
+    which ``json.loads`` skips); ``strict``: orjson read it (see
+    :func:`fleet.jsonread.loads`). Raises :class:`ApiRefusal` (400, 413, 415, 422)."""
     try:
         body = read_capped_body(request, MAX_REPORT_BYTES)
     except BodyError as exc:
@@ -433,7 +431,7 @@ def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None, bool
         raise ApiRefusal(422, "report contains a NUL character (\\u0000)",
                          [{"path": "$", "message": "NUL characters are not accepted"}])
     try:
-        raw, strict = _loads(body)
+        raw, strict = jsonread.loads(body)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and an integer past
         # Python's 4300-digit conversion limit (a plain ValueError)
         raise ApiRefusal(400, "body is not valid JSON", [{"path": "$", "message": str(exc)}]) \
@@ -451,43 +449,6 @@ def _decode_body(request: HttpRequest) -> tuple[dict[str, Any], str | None, bool
     return raw, None if text.startswith("\ufeff") else text, strict
 
 
-#: Every digit as "0", so that one ``bytes.find`` finds a run of them. A regular expression
-#: restarts at every digit of a shorter run: on a 7 KB steady report of numbers it took
-#: 68 us against 6 us, and 18 % of the request's instructions (callgrind).
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_RUN = b"0" * 19
-
-
-def _long_integer(body: bytes) -> bool:
-    """True when ``body`` holds 19 digits in a row that do not follow a decimal point: an
-    integer literal orjson would read past 64 bits as a float. Digits inside a string or an
-    exponent count too, which only costs the slower parse; a fraction's do not (a latency
-    histogram's sum such as 0.00026862887973265974, Python's shortest repr, is in 4 of 10
-    steady reports)."""
-    masked = body.translate(_DIGITS_AS_ZERO)
-    start = masked.find(_LONG_RUN)
-    while start != -1:  # the byte before a run is never a digit: find returns its first
-        if start == 0 or masked[start - 1] != ord("."):
-            return True
-        end = start + len(_LONG_RUN)
-        while end < len(masked) and masked[end] == ord("0"):
-            end += 1
-        start = masked.find(_LONG_RUN, end)
-    return False
-
-
-def _loads(body: bytes) -> tuple[Any, bool]:
-    """``(json.loads(body), strict)``: the same document, read by orjson (a few times faster)
-    when it can be (``strict`` True: then the body holds no NaN/Infinity, no lone surrogate
-    and only UTF-8, which orjson refuses): not for a body with a long integer
-    (:func:`_long_integer`), and not for one orjson refuses, where ``json`` decides and its
-    error message is the one answered."""
-    if not _long_integer(body):
-        try:
-            return orjson.loads(body), True
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(body), False
 
 
 def _validate(raw: dict[str, Any], json_checked: bool = False) -> Any:

@@ -48,6 +48,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from fleet import jsonread
 from fleet.samples import COLUMNS, sample_row
 
 #: Top-level report fields that differ on every report and change nothing derived.
@@ -244,7 +245,8 @@ def _fetchone(sql: str, params: Any) -> tuple | None:
 
 
 def _rows(value: Any) -> list:
-    return json.loads(value) if isinstance(value, str | bytes) else (value or [])
+    return jsonread.loads(value.encode() if isinstance(value, str) else value)[0] \
+        if isinstance(value, str | bytes) else (value or [])
 
 
 def _when(value: Any) -> datetime | None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pytest
+from django.db import connection
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleet.api import _loads
+from fleet.jsonread import loads as _loads
 from fleet.lane import _dumps
 from fleet_agent.schema import json_problems, shallow_text
 
@@ -92,3 +94,18 @@ def test_what_strict_reading_leaves_to_check_is_the_depth(doc):
     parsed, strict = _loads(body)
     if strict and b"\\u0000" not in body and shallow_text(body.decode()):
         assert json_problems(parsed) == []
+
+
+@pytest.mark.django_db
+def test_json_values_from_postgresql_read_as_json_reads_them():
+    """The steady lane reads each running server's metric snapshot back as a ``json`` value;
+    orjson reads it where it agrees with ``json``, and an integer past 64 bits stays an
+    integer (orjson alone would make it a float)."""
+    if connection.vendor != "postgresql":
+        pytest.fail("needs PostgreSQL (run `make test`)")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT json_build_array(1, 123456789012345678901234567890, 0.25, "
+                       "'caf\u00e9', json_build_object('k', null))")
+        value = cursor.fetchone()[0]
+    assert repr(value) == repr([1, 123456789012345678901234567890, 0.25, "caf\u00e9",
+                                {"k": None}])
