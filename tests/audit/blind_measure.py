@@ -6,7 +6,8 @@ Usage::
 
 ``--set 1`` (the default) reads ``tests/audit/blind_cases/``, ``--set 2`` reads
 ``tests/audit/blind_cases_2/``, ``--set 3`` reads ``tests/audit/blind_cases_3/``, ``--set 4``
-reads ``tests/audit/blind_cases_4/``, ``--set 5`` reads ``tests/audit/blind_cases_5/``;
+reads ``tests/audit/blind_cases_4/``, ``--set 5`` reads ``tests/audit/blind_cases_5/``,
+``--set 6`` reads ``tests/audit/blind_cases_6/``;
 ``--dir`` names any directory of case files in the same format.
 
 For every case: the rules that fire at low severity or above (severity, id), the rules whose
@@ -35,7 +36,8 @@ from audit.kb.failed_start_explain import explain  # noqa: E402
 from audit.kb.failed_start_facts import facts_of  # noqa: E402
 
 SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2", "3": HERE / "blind_cases_3",
-        "4": HERE / "blind_cases_4", "5": HERE / "blind_cases_5"}
+        "4": HERE / "blind_cases_4", "5": HERE / "blind_cases_5",
+        "6": HERE / "blind_cases_6"}
 BLIND = SETS["1"]
 _TAGS = ("kind", "startup_failure", "near_miss", "cause_established")
 
