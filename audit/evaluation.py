@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from audit import rows, steady
+from audit import cadence, rows, steady
 from audit.crashloop import evaluate_failed_starts
 from audit.kb.context import config_key, config_part, finish_context, vllm_history
 from audit.kb.engine import Evaluation
@@ -263,7 +263,8 @@ def _evaluate_server(kb: Any, server: Server, state: ServerAuditState | None, re
         state = ServerAuditState.objects.create(server=server)
     fingerprint = config_fingerprint(raw_server, report.raw.get("gpus") or [], kb.version)
     run_config = fingerprint != state.config_fingerprint
-    run_metrics = run_config or _metrics_due(state, report.collected_at)
+    run_metrics = run_config or cadence.metrics_due(
+        state.metrics_evaluated_at, report.collected_at, report.host_id, _metrics_interval_s())
     cadences = [c for c, due in (("config", run_config), ("metrics", run_metrics)) if due]
     outcome = ServerOutcome(server.pk, cadences)
     _still_seen(server, report, kb, {"config", "metrics"} - set(cadences))
@@ -353,11 +354,6 @@ def _run(kb: Any, server: Server, report: Report, cadences: list[str],
 
 def _metrics_interval_s() -> int:
     return getattr(settings, "AUDIT_METRICS_INTERVAL_S", DEFAULT_METRICS_INTERVAL_S)
-
-
-def _metrics_due(state: ServerAuditState, at: datetime) -> bool:
-    last = state.metrics_evaluated_at
-    return last is None or at - last >= timedelta(seconds=_metrics_interval_s())
 
 
 def config_fingerprint(raw_server: dict, gpus: list[dict], kb_version: str) -> str:

@@ -38,7 +38,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from audit import rows
+from audit import cadence, rows
 from audit.outcomes import ServerOutcome
 
 _CLAIM_SQL = """
@@ -63,9 +63,7 @@ SELECT
   (SELECT max(collected_at) FROM fleet_report
     WHERE host_id = %(host)s AND evaluated_at IS NOT NULL AND collected_at < %(at)s),
   (SELECT coalesce(json_agg(json_build_array(
-            s.id, s.identity, a.config_fingerprint,
-            a.metrics_evaluated_at IS NULL
-              OR %(at)s - a.metrics_evaluated_at >= make_interval(secs => %(interval)s))), '[]')
+            s.id, s.identity, a.config_fingerprint, a.metrics_evaluated_at)), '[]')
      FROM fleet_server s LEFT JOIN audit_serverauditstate a ON a.server_id = s.id
     WHERE s.host_id = %(host)s)
 """
@@ -139,8 +137,7 @@ def nothing_due(kb: Any, found: Claim, cutoff: datetime, metrics_interval_s: int
     """
     at = found.collected_at
     with connection.cursor() as cursor:
-        cursor.execute(_STATE_SQL, {"host": found.host_id, "cutoff": cutoff, "at": at,
-                                    "interval": metrics_interval_s})
+        cursor.execute(_STATE_SQL, {"host": found.host_id, "cutoff": cutoff, "at": at})
         newest, failed_start, last_evaluated, rows = cursor.fetchone()
     found.newest, found.last_evaluated, found.failed_start = newest, last_evaluated, failed_start
     if newest is not None and at < newest:
@@ -149,7 +146,9 @@ def nothing_due(kb: Any, found: Claim, cutoff: datetime, metrics_interval_s: int
     if failed_start:
         return None  # crashloop.evaluate_failed_starts has work (or may): the full path
     rows = json.loads(rows) if isinstance(rows, str | bytes) else rows
-    servers = {identity_: (pk, fp, due) for pk, identity_, fp, due in rows}
+    servers = {identity_: (pk, fp, cadence.metrics_due(
+        None if last is None else datetime.fromisoformat(last), at, found.host_id,
+        metrics_interval_s)) for pk, identity_, fp, last in rows}
     gpus = found.lite.get("gpus") or []
     outcomes = []
     for raw_server in found.lite.get("servers") or []:

@@ -327,6 +327,10 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fleet-audit@localhost")
 AUDIT_RULES_DIR = env_str("AUDIT_RULES_DIR")
 #: Metric rules run at most this often per server (every 5 minutes).
 AUDIT_METRICS_INTERVAL_S = env_int("AUDIT_METRICS_INTERVAL_S", 300, minimum=0)
+#: Each host's metric rules fall due at its own phase of that interval (audit.cadence), so
+#: hosts that came up together do not all fall due in the same minute. False: the interval
+#: counts from each server's last metric evaluation.
+AUDIT_METRICS_SPREAD = env_bool("AUDIT_METRICS_SPREAD", True)
 #: A finding presumed still firing (its rule not due) has its last_seen refreshed once it is
 #: this many seconds old, not on every report (audit.steady; 0: every report).
 AUDIT_FINDING_SEEN_REFRESH_S = env_int("AUDIT_FINDING_SEEN_REFRESH_S", 300, minimum=0)

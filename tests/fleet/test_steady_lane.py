@@ -102,6 +102,7 @@ def test_a_steady_report_leaves_what_the_worker_would_have_left(
     """Two hosts send the same reports, one with the lane, one without: the same samples,
     readings, events and findings; the lane host's steady reports were never queued."""
     settings.AUDIT_METRICS_INTERVAL_S = 90  # metric rules due every third report
+    settings.AUDIT_METRICS_SPREAD = False  # both hosts due on the same reports
     settings.AUDIT_FINDING_SEEN_REFRESH_S = 90
     lane_host, lane_token = enrolled("machine-lane", "node-lane")
     long_host, long_token = enrolled("machine-long", "node-long")
@@ -187,6 +188,7 @@ def test_a_backlog_keeps_the_lane_deriving_and_queues_behind_the_waiting_report(
     from audit.models import ServerAuditState
 
     settings.AUDIT_METRICS_INTERVAL_S = 90  # due at step 3, then at step 6
+    settings.AUDIT_METRICS_SPREAD = False
     host, token = enrolled()
     for step in range(3):
         _post(post_report, report_at(host, step), token)
@@ -258,3 +260,33 @@ def test_the_lane_statements_are_prepared_once_per_connection(enrolled, post_rep
         prepared = [row[0] for row in cursor.fetchall()]
     assert any("fleet_steadylane l JOIN fleet_host" in s for s in prepared), prepared
     assert any("INSERT INTO fleet_metricsample" in s for s in prepared), prepared
+
+
+@pytest.mark.parametrize("lane_on", [True, False], ids=["lane", "worker"])
+def test_metric_rules_fall_due_once_an_interval_on_the_hosts_own_phase(
+        settings, enrolled, post_report, report_at, lane_on):
+    """With the spread on (the default outside the tests), a host's metric rules run on the
+    reports :mod:`audit.cadence` names, whichever path the report takes: once in every
+    period of the interval shifted by the host's phase, never two periods apart."""
+    from audit import cadence
+    from audit.models import ServerAuditState
+
+    settings.AUDIT_METRICS_INTERVAL_S = 90
+    settings.AUDIT_METRICS_SPREAD = True
+    settings.INGEST_STEADY_LANE = lane_on
+    host, token = enrolled()
+    ran, expected, last = [], [], None
+    for step in range(16):
+        report = report_at(host, step)
+        at = datetime.fromisoformat(report["collected_at"].replace("Z", "+00:00"))
+        if cadence.metrics_due(last, at, host.pk, 90):
+            expected.append(step)
+            last = at
+        _post(post_report, report, token)
+        _work(host)
+        state = ServerAuditState.objects.get(server__host=host)
+        if state.metrics_evaluated_at == at:
+            ran.append(step)
+    assert ran == expected
+    assert ran[0] == 0 and all(0 < b - a <= 3 for a, b in zip(ran, ran[1:], strict=False))
+    assert len(ran) in (5, 6)  # 15 reports x 30 s after the first: five periods of 90 s
