@@ -32,7 +32,7 @@ from audit.kb.probes import probes_block
 from audit.kb.servermodel import server_model
 from audit.kb.support import support_block
 from audit.kb.template_parsers import hybrid_thinking, parser_check
-from audit.kb.templates import template_context
+from audit.kb.templates import absence, template_context
 from audit.kb.versions import parse_version, version_tuple
 from audit.kb.vllm_tables import table_release
 
@@ -424,6 +424,8 @@ def config_part(server: dict[str, Any], report: dict[str, Any]) -> dict[str, Any
         spec_method=model["speculative"]["raw_method"], hidden_act=_hidden_act(server),
         parser_plugin="tool_parser_plugin" in meta["set"], version=vllm["version"])
     release = vllm["table_release"]
+    absent, absent_why = absence(server.get("chat_template"), server.get("errors") or [],
+                                 parsed.values)
     parsers = parser_check(server.get("chat_template"), flags.get("tool_call_parser"),
                            flags.get("reasoning_parser"), model["family"])
     model["hybrid_thinking"], model["hybrid_thinking_by"] = hybrid_thinking(
@@ -435,7 +437,8 @@ def config_part(server: dict[str, Any], report: dict[str, Any]) -> dict[str, Any
     return {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
         "memory": memory, "cache": cache,
-        "template": {**template_context(server.get("chat_template")), "parsers": parsers},
+        "template": {**template_context(server.get("chat_template")), "parsers": parsers,
+                     "absent": absent, "absent_why": absent_why},
         "geometry": geometry, "host": host_block(report), "support": support,
         "fixes": fixes,
         "probes": probes_block(server),  # last live-probe results

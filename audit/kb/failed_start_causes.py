@@ -5,7 +5,9 @@ model facts of the report (:mod:`audit.kb.failed_start_facts`).
   version N)", CUDA's "CUDA driver version is insufficient for CUDA runtime version", or a
   CUDA driver API symbol a compiled extension cannot find: the host driver is older than the
   CUDA the installed wheels were built for. Not a vLLM setting: the change is the driver or
-  the wheels.
+  the wheels. CUDA's error 804 (``cudaErrorCompatNotSupportedOnDevice``, "forward
+  compatibility was attempted on non supported HW") is the same gap seen through the CUDA
+  forward-compatibility library (:func:`_forward_compat`).
 * :func:`quant_capability`: vLLM's minimum-capability check of a quantization method or of
   a compressed-tensors scheme. A pre-quantized checkpoint carries its method in config.json,
   so dropping ``--quantization`` cannot help; the change is a release whose minimum is at or
@@ -54,7 +56,59 @@ def _cuda_of(found: str) -> str:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
+#: CUDA runtime error 804, ``cudaErrorCompatNotSupportedOnDevice`` (driver API
+#: ``CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE``), as cudaGetDeviceCount reports it through
+#: PyTorch ("Error 804: forward compatibility was attempted on non supported HW").
+_FORWARD_COMPAT = re.compile(r"forward compatibility was attempted on non supported HW|"
+                             r"\bError 804\b|cudaErrorCompatNotSupportedOnDevice|"
+                             r"CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", re.I)
+#: NVIDIA, "CUDA Compatibility", Forward Compatibility
+#: (https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html): the
+#: cuda-compat package lets a newer CUDA runtime run on an older driver only on data-centre
+#: GPUs, select NGC Server Ready RTX SKUs and Jetson boards; elsewhere CUDA initialisation
+#: fails with error 804. vLLM's images put the package's library on the loader path (vLLM PR
+#: #33992, 2026-02, made it depend on ``VLLM_ENABLE_CUDA_COMPATIBILITY`` because consumer
+#: GPUs fail with it).
+FORWARD_COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
+
+
+def _forward_compat(line: str, facts: dict[str, Any], built: str | None) -> dict[str, Any]:
+    """Error 804: the CUDA forward-compatibility library (an image's cuda-compat) was loaded
+    because the host driver is older than the CUDA runtime of the image or wheels, and this
+    GPU does not support forward compatibility: the driver, not a vLLM setting."""
+    driver = facts.get("nvidia_driver_version")
+    # a name NVML read (the GPU table knows its capability), never free text
+    gpu = facts.get("gpu_name") if facts.get("cc") is not None else None
+    image = facts.get("image")
+    runtime = (f"CUDA {built}" if built else "the CUDA runtime") + (
+        f" of the image {image}" if image else " of the image or wheels")
+    host = f"the host's NVIDIA driver ({driver})" if driver else "the host's NVIDIA driver"
+    major = int(built.split(".")[0]) if built else None
+    need = (f" (CUDA {major}.x images need {MIN_DRIVER[major]} or newer; a driver whose "
+            f"nvidia-smi 'CUDA Version' is at least {built} avoids the compatibility library)"
+            if major in MIN_DRIVER else
+            " (one whose nvidia-smi 'CUDA Version' is at least the image's CUDA)")
+    return dict(
+        kind="driver", error_line=line, setting=None,
+        checked=("CUDA initialisation (cudaGetDeviceCount) loaded the CUDA "
+                 "forward-compatibility library, which NVIDIA supports only on data-centre "
+                 f"GPUs, select NGC-ready RTX cards and Jetson ({FORWARD_COMPAT_DOC})"),
+        summary=(f"CUDA error 804: {runtime} is newer than what {host} supports, so CUDA "
+                 "tried forward compatibility, which this GPU"
+                 + (f" ({gpu})" if gpu else "") + " does not support: the GPU cannot be used "
+                 "(the host driver, not a vLLM setting)"),
+        change=(f"upgrade the host NVIDIA driver{need}, or run an image (or wheels) built for "
+                "the CUDA the driver supports; on an image that sets "
+                "VLLM_ENABLE_CUDA_COMPATIBILITY, keep it 0 on a GPU without forward "
+                "compatibility"))
+
+
 def driver_too_old(lines: list[str], facts: dict[str, Any]) -> dict[str, Any] | None:
+    compat = next((x for x in reversed(lines) if _FORWARD_COMPAT.search(x)), None)
+    if compat is not None:
+        built = next((f"{m[1]}.{m[2]}" for text in [*lines, facts.get("image") or ""]
+                      for m in [_CU_TAG.search(text)] if m), None)
+        return _forward_compat(compat, facts, built)
     line = next((x for x in reversed(lines) if _DRIVER_OLD.search(x) or _INSUFFICIENT.search(x)
                  or _DRIVER_SYMBOL.search(x)), None)
     if line is None:

@@ -37,27 +37,38 @@ def fits(spec: dict[str, Any], markers: set[str]) -> bool:
 def _check(kind: str, parser: Any, markers: set[str], family: str | None) -> dict[str, Any]:
     """One parser kind (``tool`` | ``reasoning``): ``fits`` (bool, None when not judged),
     ``expects`` (the marker sets it looks for), ``suggest`` (parsers that fit this template,
-    those the family table gives for ``family`` first)."""
+    those the family table gives for ``family`` first; for a parser that does not fit, and
+    for no tool-call parser at all on a template that renders tool-call markup)."""
     rows = table()["tool_call_parsers" if kind == "tool" else "reasoning_parsers"]
     markup = set(table()["tool_markup" if kind == "tool" else "reasoning_markup"])
     out: dict[str, Any] = {"parser": parser if isinstance(parser, str) else None,
                            "fits": None, "expects": None, "suggest": [],
                            "markup": sorted(markers & markup)}
+    if parser is None or parser == "":
+        # No parser at all: a template that renders tool-call markup still says which parser
+        # would read it (the flags to add when clients send tools).
+        if kind == "tool" and out["markup"]:
+            out["suggest"] = _suggest(kind, rows, markers, family)
+        return out
     spec = rows.get(parser) if isinstance(parser, str) else None
     if spec is None or (kind == "tool" and not out["markup"]):
         return out  # parser unknown to the table, or a template that renders no tool call
     out["expects"] = [" + ".join(group) for group in spec["any"]]
     out["fits"] = fits(spec, markers)
     if not out["fits"]:
-        by_family = family_parsers()["tool_call_parsers" if kind == "tool"
-                                     else "reasoning_parsers"]
-        fitting = [name for name, other in rows.items() if fits(other, markers)]
-        # The family's own parsers first, the most specific (fewest families) first.
-        own = sorted((name for name in fitting
-                      if family and family in (by_family.get(name) or [])),
-                     key=lambda name: len(by_family[name]))
-        out["suggest"] = own + [name for name in fitting if name not in own]
+        out["suggest"] = _suggest(kind, rows, markers, family)
     return out
+
+
+def _suggest(kind: str, rows: dict[str, Any], markers: set[str],
+             family: str | None) -> list[str]:
+    """The parsers that read this template's markup: the family's own first, the most
+    specific (fewest families) first."""
+    by_family = family_parsers()["tool_call_parsers" if kind == "tool" else "reasoning_parsers"]
+    fitting = [name for name, other in rows.items() if fits(other, markers)]
+    own = sorted((name for name in fitting if family and family in (by_family.get(name) or [])),
+                 key=lambda name: len(by_family[name]))
+    return own + [name for name in fitting if name not in own]
 
 
 def parser_check(chat_template: dict[str, Any] | None, tool_parser: Any,

@@ -69,3 +69,43 @@ def template_context(chat_template: dict[str, Any] | None) -> dict[str, Any]:
         "revision": row.get("revision") if row else None,
         "valid_hash": bool(sha and _HEX64.match(sha.strip().lower())),
     }
+
+
+#: The agent's error when it read the model's tokenizer files (a local model directory or the
+#: Hugging Face cache snapshot) and found none of chat_template.jinja, chat_template.json or a
+#: ``chat_template`` in tokenizer_config.json (fleet_agent/ondisk.py ``chat_template``). Any
+#: other template error (not in the cache, not readable) means it could not look.
+_NONE_IN_FILES = re.compile(r"^chat template: no chat template in ")
+#: Tokenizer modes that load a Hugging Face tokenizer (its chat template or none); other modes
+#: (mistral's mistral_common, model-specific encoders) format chats without a Jinja template.
+_HF_TOKENIZER_MODES = {"auto", "hf", "slow"}
+#: Runners/tasks that serve no chat endpoint (pooling models: embeddings, scores, rewards).
+_POOLING = {"embed", "embedding", "score", "classify", "reward", "pooling"}
+
+
+def absence(chat_template: dict[str, Any] | None, errors: list[Any],
+            values: dict[str, Any]) -> tuple[bool, str | None]:
+    """``(absent, why)``: the served model has no chat template and the server passes none, so
+    ``/v1/chat/completions`` cannot format a conversation. transformers dropped its class
+    default templates in v4.44 (its "default chat template is no longer allowed" error, which
+    vLLM returns for each chat request), so nothing stands in for the missing one.
+
+    True only when the agent looked: no template reported, no ``--chat-template`` in argv,
+    and the agent's own "no chat template in <the model's files>" error. Not judged for a
+    ``.gguf`` model or tokenizer (GGUF metadata may embed a template the agent does not
+    read), a ``--tokenizer-mode`` other than auto/hf/slow (mistral_common and model-specific
+    encoders format chats without a template) or a pooling runner/task. ``values``: the
+    parsed argv (:func:`audit.kb.flags.parse_argv`)."""
+    if chat_template or values.get("chat_template"):
+        return False, None
+    said = next((str(e) for e in errors or [] if _NONE_IN_FILES.match(str(e))), None)
+    if said is None:
+        return False, None
+    source = values.get("tokenizer") or values.get("model")
+    if isinstance(source, str) and source.lower().endswith(".gguf"):
+        return False, None
+    if str(values.get("tokenizer_mode") or "auto").lower() not in _HF_TOKENIZER_MODES:
+        return False, None
+    if _POOLING & {str(values.get(k) or "").lower() for k in ("task", "runner", "convert")}:
+        return False, None
+    return True, said.split(": ", 1)[1]

@@ -140,6 +140,7 @@ def _light() -> dict[str, Any]:
             "source": "/path/to/google-31b-chat-template.jinja", "identity": "vetted",
             "label": "google/gemma-4-31B-it@68abe480 (2026-07-15)", "pulled": "2026-07-21",
             "parsers": parser_check(None, None, None, None),  # an agent without markers
+            "absent": False, "absent_why": None,  # audit/kb/templates.py absence
         },
         "metrics": _metrics(running=60, concurrency=2.6, capacity=85000),
         "geometry": geometry,

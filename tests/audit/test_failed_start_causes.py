@@ -60,6 +60,39 @@ def test_the_host_cuda_version_is_used_when_the_log_gives_none():
     assert out.kind == "driver" and "CUDA 12.2" in out.summary and "535.54.03" in out.summary
 
 
+_ERROR_804 = ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+              "functions before calling NumCudaDevices() that might have already set an "
+              "error? Error 804: forward compatibility was attempted on non supported HW")
+
+
+def test_error_804_is_a_driver_older_than_the_images_cuda_on_a_consumer_gpu():
+    report, failed = _report("NVIDIA GeForce RTX 4090", 24, ["vllm", "serve", "m/x"],
+                             ["torch 2.3.0+cu121", _ERROR_804], driver="525.147.05",
+                             cuda="12.0")
+    out = _explain(report, failed, "0.4.3")
+    assert out.kind == "driver" and out.setting is None and out.fix_argv is None
+    assert "error 804" in out.summary and "CUDA 12.1" in out.summary
+    assert "525.147.05" in out.summary and "RTX 4090" in out.summary
+    assert "forward compatibility" in out.summary and "not a vLLM setting" in out.summary
+    assert out.change.startswith("upgrade the host NVIDIA driver") and "12.1" in out.change
+    assert "cuda-compatibility/forward-compatibility" in out.checked
+
+
+def test_error_804_names_the_image_when_its_cuda_is_unknown():
+    report, failed = _report(None, None, ["vllm", "serve", "m/x"], [_ERROR_804])
+    failed["image"] = "vllm/vllm-openai:latest"
+    out = _explain(report, failed, None)
+    assert out.kind == "driver" and "vllm/vllm-openai:latest" in out.summary
+    assert "upgrade the host NVIDIA driver" in out.change
+
+
+def test_an_error_804_quoted_inside_other_words_still_reads_as_forward_compatibility():
+    report, failed = _report("NVIDIA L4", 24, ["vllm", "serve", "m/x"], [
+        "CUDA error: cudaErrorCompatNotSupportedOnDevice"], driver="470.82.01", cuda="11.4")
+    out = _explain(report, failed, "0.11.0")
+    assert out.kind == "driver" and "forward compatibility" in out.summary
+
+
 # ----------------------------------------------------------------------------- quantization
 
 _AWQ_LINE = ("ValueError: The quantization method awq is not supported for the current GPU. "

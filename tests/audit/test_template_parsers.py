@@ -127,3 +127,44 @@ def test_without_markers_the_family_table_still_judges(kb) -> None:
     new = evaluate(kb, "Qwen/Qwen3-Coder-30B-A3B-Instruct", "Qwen3-Coder.jinja",
                    "--tool-call-parser", "hermes")
     assert "up-tool-parser-model-mismatch" not in new  # one finding, not two
+
+
+# ----------------------------------------------------------- tool markup, no tool parsing
+
+NO_PARSING = "tpl-tool-template-without-tool-parsing"
+
+
+@pytest.mark.parametrize(("model", "name", "good", "bad"),
+                         [c for c in TOOL_CASES if c[2] != "openai"])
+def test_a_tool_template_without_tool_flags_names_the_flags_and_its_parser(
+        kb, model, name, good, bad) -> None:
+    finding = evaluate(kb, model, name)[NO_PARSING]
+    assert finding.severity == "low"  # an advisory: nothing shows that clients send tools
+    assert "--enable-auto-tool-choice" in finding.message
+    assert "--tool-call-parser" in finding.message and good in finding.message
+    assert good in finding.evidence["suggest"]
+    assert "HTTP 400" in finding.message and "30613" in finding.message
+
+
+@pytest.mark.parametrize("flags", [
+    ("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),
+    ("--tool-call-parser", "hermes"),
+])
+def test_a_server_with_tool_parsing_is_not_told_to_add_it(kb, flags) -> None:
+    assert NO_PARSING not in evaluate(kb, "Qwen/Qwen3-8B", "Qwen-Qwen3-0.6B.jinja", *flags)
+
+
+def test_a_template_without_tool_markup_or_unread_markers_says_nothing(kb) -> None:
+    server = {"pid": 1, "base_url": "http://127.0.0.1:8000", "vllm_version": "0.32.0",
+              "installed_vllm_version": "0.32.0", "argv": ["vllm", "serve", "org/base-7b"],
+              "chat_template": {"source": "/models/x/t.jinja", "sha256": "0" * 64,
+                                "size_bytes": 120, "markers": []}}
+    report = {"host": {"hostname": "h"}, "gpus": [H100], "servers": [server]}
+    assert NO_PARSING not in {f.rule_id for f in kb.evaluate(build_context(server, report))}
+    assert NO_PARSING not in evaluate(kb, "Qwen/Qwen3-8B", "Qwen-Qwen3-0.6B.jinja",
+                                      markers=False)
+
+
+def test_gpt_oss_keeps_its_own_advisory_only(kb) -> None:
+    fired = evaluate(kb, "openai/gpt-oss-120b", "openai-gpt-oss-120b.jinja")
+    assert "upx-gptoss-no-tool-call-parser" in fired and NO_PARSING not in fired
