@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
 from rkit import host_report, serve  # noqa: E402
 
 KB = load_rules()
-PP = "upx-pipeline-parallel-before-0-5-1"
-V0 = "upx-preemption-mode-forces-v0-engine"
-R1 = "upx-deepseek-r1-parser-needs-start-tag-before-0-7-3"
+PP = "known-pipeline-parallel-before-0-5-1"
+V0 = "known-preemption-mode-forces-v0-engine"
+R1 = "known-deepseek-r1-parser-needs-start-tag-before-0-7-3"
 
 
 def _finding(argv: list[str], version: str | None, rule_id: str, env: dict | None = None):
