@@ -435,7 +435,8 @@ def config_part(server: dict[str, Any], report: dict[str, Any]) -> dict[str, Any
     return {
         "vllm": vllm, "flags": flags, "flags_meta": meta, "model": model, "gpu": gpu,
         "memory": memory, "cache": cache,
-        "template": {**template_context(server.get("chat_template")), "parsers": parsers},
+        "template": {**template_context(server.get("chat_template"), server.get("errors")),
+                     "parsers": parsers},
         "geometry": geometry, "host": host_block(report), "support": support,
         "fixes": fixes,
         "probes": probes_block(server),  # last live-probe results

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.kb.paths import load_data, safe_load_yaml
+from fleet_agent.ondisk import NO_TEMPLATE_IN_FILES
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -50,14 +51,22 @@ def match(sha256: str | None, size_bytes: int | None) -> dict[str, Any] | None:
     return None
 
 
-def template_context(chat_template: dict[str, Any] | None) -> dict[str, Any]:
+def template_context(chat_template: dict[str, Any] | None,
+                     errors: list[str] | None = None) -> dict[str, Any]:
     """The ``template`` block of a rule context from the report's ``chat_template`` dict.
 
     Keys: ``sha256``, ``size_bytes``, ``source``, ``identity``, ``label``, ``pulled``,
     ``revision``, ``valid_hash`` (64 lower-case hex). ``identity`` is None when no template
-    (or no hash) was reported, ``unknown`` for a hash not in the table.
+    (or no hash) was reported, ``unknown`` for a hash not in the table. ``none_in_model_files``:
+    no ``--chat-template`` and the agent read the model's own files (local directory or HF
+    cache snapshot: ``chat_template.jinja``, ``chat_template.json``, ``tokenizer_config.json``)
+    and found no template in them (its error line, ``server.errors``); False when a template
+    was reported or the files were not read.
     """
     template = chat_template or {}
+    prefix = f"chat template: {NO_TEMPLATE_IN_FILES}"
+    none_in_files = not template and any(
+        isinstance(e, str) and e.startswith(prefix) for e in errors or [])
     sha = template.get("sha256")
     size = template.get("size_bytes")
     row = match(sha, size)
@@ -68,4 +77,5 @@ def template_context(chat_template: dict[str, Any] | None) -> dict[str, Any]:
         "pulled": row["pulled"] if row else None,
         "revision": row.get("revision") if row else None,
         "valid_hash": bool(sha and _HEX64.match(sha.strip().lower())),
+        "none_in_model_files": none_in_files,
     }
