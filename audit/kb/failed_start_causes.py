@@ -114,9 +114,10 @@ _TORCH_SYMBOL = re.compile(r"^_ZN[KVR]*(?:2at|3c10|5torch)")
 #: The PyTorch each vLLM release's CUDA wheel pins (``torch ==`` in its requirements), where a
 #: public source states it: (PEP 440 range, pinned version, source).
 TORCH_PINS: tuple[tuple[str, str, str, str], ...] = (
-    # pyproject.toml pinned torch == 2.1.2 in Feb 2024 (PR #2804 review thread); main moved
-    # to 2.2.1 in April 2024, after 0.4.0 (issue #3987: "main already uses 2.2.1")
-    ("0.3.0", "0.4.1", "2.1.2", "https://github.com/vllm-project/vllm/pull/2804"),
+    # pyproject.toml pinned torch == 2.1.2 on 2024-02-21, 0.3.2's release day (PR #2804 review
+    # thread); main moved to 2.2.1 in early April 2024 (issue #3987). Only 0.3.2-0.3.3 are
+    # certainly inside that window.
+    ("0.3.2", "0.4.0", "2.1.2", "https://github.com/vllm-project/vllm/pull/2804"),
     # 0.10.1.1 depends on torch 2.7.1 (NovaSky-AI/SkyRL PR #218); 2.8.0 came with PR #20358
     ("0.10.1", "0.10.2", "2.7.1", "https://github.com/NovaSky-AI/SkyRL/pull/218"),
     # vllm 0.14.0's lock resolves torch 2.9.1+cu128 (PrimeIntellect-ai/prime-rl PR #1625)

@@ -52,7 +52,8 @@ def test_without_a_known_pin_the_change_still_names_the_pytorch_mismatch() -> No
 
 
 @pytest.mark.parametrize(("version", "pin"), [
-    ("0.3.0", "2.1.2"), ("0.4.0.post1", "2.1.2"), ("0.4.1", None), ("0.10.1.1", "2.7.1"),
+    ("0.3.2", "2.1.2"), ("0.3.3", "2.1.2"), ("0.3.1", None), ("0.4.0", None),
+    ("0.10.1.1", "2.7.1"),
     ("0.14.0", "2.9.1"), ("0.19.0", "2.10.0"), (None, None), ("0.25.1", None)])
 def test_the_torch_pins_cover_only_their_sourced_ranges(version, pin) -> None:
     assert torch_pin(version) == pin
