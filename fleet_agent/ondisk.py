@@ -209,6 +209,12 @@ def chat_template(root: Path, server: ServerProcess) -> tuple[TemplateFound | No
     return _hf_cache_template(root, server, model, args)
 
 
+#: How the error line of a model whose files were read but hold no chat template starts (the
+#: dashboard reads it: ``audit.kb.templates``); after it, "local model directory X" or "HF
+#: cache snapshot M@C".
+NO_TEMPLATE_IN_FILES = "no chat template in "
+
+
 def _is_local_dir(root: Path, server: ServerProcess, model: str) -> bool:
     return model.count("/") != 1 or read_in_process(root, server, f"{model}/config.json", 1) \
         is not None
@@ -222,7 +228,7 @@ def _local_model_template(root: Path, server: ServerProcess,
 
     found = template_from_files(reader, f"{model.rstrip('/')}/", None)
     if found is None:
-        return None, f"no chat template in local model directory {model}"
+        return None, f"{NO_TEMPLATE_IN_FILES}local model directory {model}"
     return found, None
 
 
@@ -286,7 +292,7 @@ def _hf_cache_template(root: Path, server: ServerProcess, model: str,
 
     found = template_from_files(reader, f"hf-cache:{model}@{commit}/", commit)
     if found is None:
-        return None, f"no chat template in HF cache snapshot {model}@{commit}"
+        return None, f"{NO_TEMPLATE_IN_FILES}HF cache snapshot {model}@{commit}"
     return found, None
 
 

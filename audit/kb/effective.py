@@ -98,7 +98,7 @@ _STATIC_DEFAULTS: dict[str, Any] = {
     "trust_remote_code": False, "language_model_only": False, "limit_mm_per_prompt": {},
     "speculative_config": None, "default_chat_template_kwargs": None,
     "disable_log_stats": False, "block_size": 16, "port": 8000, "host": None, "uds": None,
-    "cpu_offload_gb": 0.0, "swap_space": None, "enable_lora": False,
+    "cpu_offload_gb": 0.0, "swap_space": None, "enable_lora": False, "tokenizer_mode": "auto",
     "async_scheduling": None, "compilation_config": None, "hf_overrides": None,
     "mm_processor_kwargs": None, "enable_expert_parallel": False, "kv_transfer_config": None,
     "trust_request_chat_template": False, "max_lora_rank": None, "optimization_level": None,

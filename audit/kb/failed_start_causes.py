@@ -13,6 +13,16 @@ model facts of the report (:mod:`audit.kb.failed_start_facts`).
   so dropping ``--quantization`` cannot help; the change is a release whose minimum is at or
   below the GPU's capability (:mod:`audit.kb.quant_capability`), another checkpoint format
   or another GPU.
+* :func:`extension_missing`: vLLM's compiled extension missing, or built against another
+  PyTorch (an undefined C++ symbol of PyTorch's ``at::`` / ``c10::`` / ``torch::``
+  namespaces), with the PyTorch the installed release pins where it is known
+  (:data:`TORCH_PINS`).
+* :func:`cuda_runtime_missing`: the loader cannot open ``libcudart.so.N`` (or cuBLAS /
+  NVRTC of major N): the wheels were built for CUDA major N and the environment has no such
+  runtime.
+* :func:`worker_forked_after_cuda`: PyTorch's "Cannot re-initialize CUDA in forked
+  subprocess" from a worker: the parent had initialised CUDA before vLLM forked its
+  workers; the change is ``VLLM_WORKER_MULTIPROC_METHOD=spawn``.
 * :func:`memory_budget`: "No available memory for the cache blocks": vLLM may use only
   gpu_memory_utilization x GPU memory, weights included; when the weights per GPU do not
   fit that, the value to raise it to (or more tensor parallelism) follows from the numbers.
@@ -28,6 +38,7 @@ from typing import Any
 
 from audit.kb import quant_capability as qc
 from audit.kb.memory import RUNTIME_GIB
+from audit.kb.versions import version_tuple
 
 _GIB = 2**30
 
@@ -147,14 +158,60 @@ def driver_too_old(lines: list[str], facts: dict[str, Any]) -> dict[str, Any] | 
 #: compiled modules are all ``vllm._<name>C`` (_C, _moe_C, _rocm_C, _flashmla_C …).
 _NO_EXTENSION = re.compile(r"No module named \W?(vllm\._\w*C)\b")
 #: An import of the extension's shared object that fails on a missing symbol: the .so was
-#: built against another PyTorch (C++ ABI) or CUDA runtime than the one installed.
-_EXTENSION_SYMBOL = re.compile(r"vllm/(_\w*C)[\w.]*\.so\S*: undefined symbol: (\S+)")
+#: built against another PyTorch (C++ ABI) or CUDA runtime than the one installed. The file
+#: name carries the interpreter tag (``_C.cpython-310-x86_64-linux-gnu.so``, ``_C.abi3.so``).
+_EXTENSION_SYMBOL = re.compile(r"vllm/(_\w*C)[\w.-]*\.so\S*: undefined symbol: (\S+)")
+#: Itanium-mangled names in PyTorch's C++ namespaces (``_ZN2at``, ``_ZNK3c10``, ``_ZN5torch``):
+#: the missing symbol is PyTorch's own, so the installed PyTorch is not the one vLLM's
+#: extension was compiled against (PyTorch keeps no C++ ABI between minor releases).
+_TORCH_SYMBOL = re.compile(r"^_ZN[KVR]*(?:2at|3c10|5torch)")
+#: The PyTorch each vLLM release's CUDA wheel pins (``torch ==`` in its requirements), where a
+#: public source states it: (PEP 440 range, pinned version, source).
+TORCH_PINS: tuple[tuple[str, str, str, str], ...] = (
+    # pyproject.toml pinned torch == 2.1.2 on 2024-02-21, 0.3.2's release day (PR #2804 review
+    # thread); main moved to 2.2.1 in early April 2024 (issue #3987). Only 0.3.2-0.3.3 are
+    # certainly inside that window.
+    ("0.3.2", "0.4.0", "2.1.2", "https://github.com/vllm-project/vllm/pull/2804"),
+    # 0.10.1.1 depends on torch 2.7.1 (NovaSky-AI/SkyRL PR #218); 2.8.0 came with PR #20358
+    ("0.10.1", "0.10.2", "2.7.1", "https://github.com/NovaSky-AI/SkyRL/pull/218"),
+    # vllm 0.14.0's lock resolves torch 2.9.1+cu128 (PrimeIntellect-ai/prime-rl PR #1625)
+    ("0.14.0", "0.14.1", "2.9.1", "https://github.com/PrimeIntellect-ai/prime-rl/pull/1625"),
+    # vllm 0.19.0 is the release for torch 2.10.0 (axolotl-ai-cloud/axolotl PR #3582)
+    ("0.19.0", "0.19.1", "2.10.0", "https://github.com/axolotl-ai-cloud/axolotl/pull/3582"),
+)
 
 
-def extension_missing(lines: list[str]) -> dict[str, Any] | None:
+def torch_pin(version: str | None) -> str | None:
+    """The PyTorch the vLLM ``version``'s CUDA wheel pins (:data:`TORCH_PINS`), or None."""
+    have = version_tuple(version)
+    if have is None:
+        return None
+    return next((pin for low, high, pin, _src in TORCH_PINS
+                 if version_tuple(low) <= have < version_tuple(high)), None)
+
+
+def extension_missing(lines: list[str], version: str | None = None) -> dict[str, Any] | None:
     for line in reversed(lines):
         symbol = _EXTENSION_SYMBOL.search(line)
         if symbol and not _DRIVER_SYMBOL.search(line):
+            pin = torch_pin(version)
+            pinned = (f"the PyTorch vLLM {version} pins ({pin})" if pin
+                      else "the PyTorch version that vLLM release pins")
+            if _TORCH_SYMBOL.search(symbol[2]):
+                return dict(
+                    kind="installation", error_line=line, setting=None,
+                    checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
+                             f"which needs the PyTorch C++ symbol {symbol[2][:80]} of the "
+                             "PyTorch it was compiled against"),
+                    summary=(f"vLLM's compiled extension vllm.{symbol[1]} was built against "
+                             "another PyTorch than the installed one (PyTorch symbol "
+                             f"{symbol[2][:60]} undefined): PyTorch was upgraded or downgraded "
+                             "after vLLM was installed; an installation problem, not a setting"),
+                    change=(f"install the PyTorch vLLM {version} pins (pip install "
+                            f"torch=={pin}, or pip install --force-reinstall vllm=={version}), "
+                            "or a vLLM release built for the PyTorch you need" if pin else
+                            "reinstall vLLM so that pip brings the PyTorch it pins, or install "
+                            "the vLLM wheel built for the installed PyTorch"))
             return dict(
                 kind="installation", error_line=line, setting=None,
                 checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
@@ -163,9 +220,8 @@ def extension_missing(lines: list[str]) -> dict[str, Any] | None:
                 summary=(f"vLLM's compiled extension vllm.{symbol[1]} was built for another "
                          "PyTorch/CUDA than the one installed (undefined symbol "
                          f"{symbol[2][:80]}): an installation problem, not a setting"),
-                change=("install the vLLM wheel built for the installed PyTorch (or the "
-                        "PyTorch version that vLLM release pins), or rebuild vLLM from "
-                        "source against it"))
+                change=(f"install the vLLM wheel built for the installed PyTorch (or {pinned}"
+                        "), or rebuild vLLM from source against it"))
         missing = _NO_EXTENSION.search(line)
         if missing:
             return dict(
@@ -182,6 +238,104 @@ def extension_missing(lines: list[str]) -> dict[str, Any] | None:
                         "installed, start from outside the source tree so that the checkout "
                         "does not shadow it"))
     return None
+
+
+# ----------------------------------------------------------------------------- CUDA runtime
+
+#: The loader cannot open a CUDA toolkit library whose soname carries the CUDA major version
+#: (NVIDIA's CUDA Compatibility guide: the runtime is ``libcudart.so.<major>``, and
+#: binary compatibility holds within a major, not across majors; cuBLAS and NVRTC follow the
+#: toolkit's major too). ``libcuda.so.1`` (the driver) is not one of them.
+_RUNTIME_LIB = re.compile(r"\b(libcudart|libcublasLt|libcublas|libnvrtc)\.so\.(\d+)[\d.]*: "
+                          r"cannot open shared object file", re.I)
+
+
+def cuda_runtime_missing(lines: list[str], facts: dict[str, Any]) -> dict[str, Any] | None:
+    """``libcudart.so.N: cannot open shared object file``: the installed vLLM (or the PyTorch
+    it imports) was built for CUDA major N, and the environment has no CUDA N runtime: a
+    wheel variant for another CUDA than the environment's (vLLM's default wheel follows the
+    CUDA of the PyTorch it pins; 0.2.2's moved to CUDA 12.1, vllm-project/vllm issue #1718),
+    or a container base image without that runtime. PyTorch's CUDA wheels bring the runtime
+    as a pip package (``nvidia-cuda-runtime-cuN``), so a PyTorch of another CUDA leaves it
+    out."""
+    line = next((x for x in reversed(lines) if _RUNTIME_LIB.search(x)), None)
+    if line is None:
+        return None
+    found = _RUNTIME_LIB.search(line)
+    lib, major = f"{found[1]}.so.{found[2]}", int(found[2])
+    driver_cuda = facts.get("cuda_driver_version")
+    driver_short = None
+    try:
+        driver_short = int(str(driver_cuda).split(".")[0]) < major if driver_cuda else None
+    except ValueError:
+        driver_short = None
+    driver = (f"; the host's driver supports only CUDA {driver_cuda}, so it needs an upgrade "
+              f"too (CUDA {major}.x needs {MIN_DRIVER[major]} or newer on Linux)"
+              if driver_short and major in MIN_DRIVER else
+              f"; the driver must support CUDA {major} (Linux {MIN_DRIVER[major]} or newer)"
+              if major in MIN_DRIVER else "")
+    return dict(
+        kind="installation", error_line=line, setting=None,
+        checked=(f"importing vLLM loads its compiled extension and PyTorch, linked against "
+                 f"the CUDA {major} runtime ({lib}), which the loader did not find"),
+        summary=(f"the installed vLLM/PyTorch wheels were built for CUDA {major}, but this "
+                 f"environment has no CUDA {major} runtime ({lib} cannot be opened): a wheel "
+                 f"variant for another CUDA than the environment's, or a container base "
+                 "without it; an installation problem, not a setting"),
+        change=(f"install the vLLM and PyTorch wheels built for the CUDA this environment "
+                f"has (the same +cuXY variant for both), or give it the CUDA {major} runtime "
+                f"(the PyTorch wheel for CUDA {major}, which brings nvidia-cuda-runtime-cu"
+                f"{major}, or a CUDA {major} base image){driver}"))
+
+
+# ----------------------------------------------------------------------------- worker start
+
+_FORKED = re.compile(r"Cannot re-initialize CUDA in forked subprocess", re.I)
+#: vLLM reads VLLM_WORKER_MULTIPROC_METHOD (fork by default) when it starts its worker
+#: processes: used on 0.5.0.post1 in vllm-project/vllm issue #5637 and listed in the 0.6.1
+#: environment-variable docs (instructlab/instructlab issue #2439); ``vllm serve`` sets it to
+#: spawn itself from 0.6.3 (same thread; ``cli_env_setup``, docs/vllm-facts.md).
+WORKER_METHOD_SINCE = "0.5.0.post1"
+SERVE_SPAWNS_SINCE = "0.6.3"
+
+
+def worker_forked_after_cuda(lines: list[str], env: dict[str, str] | None,
+                             version: str | None) -> dict[str, Any] | None:
+    """A worker process could not initialise CUDA because it was forked from a parent that
+    had already initialised it (PyTorch refuses CUDA in a forked child): the parent touched
+    the GPU before vLLM started its tensor-parallel workers (the caller's own code, or a
+    release whose engine did), and the workers were started with ``fork``."""
+    line = next((x for x in reversed(lines) if _FORKED.search(x)), None)
+    if line is None:
+        return None
+    env = env or {}
+    method = env.get("VLLM_WORKER_MULTIPROC_METHOD")
+    have = version_tuple(version)
+    checked = ("PyTorch refuses to initialise CUDA in a process forked from one that already "
+               "had: vLLM starts its tensor/pipeline-parallel workers with "
+               "VLLM_WORKER_MULTIPROC_METHOD (fork by default)")
+    summary = ("a vLLM worker was forked after CUDA was initialised in the parent process, "
+               "so it cannot use the GPU (PyTorch cannot re-initialize CUDA in a forked "
+               "subprocess)")
+    if method == "spawn":
+        return dict(kind="environment", error_line=line, setting=None, checked=checked,
+                    summary=summary + "; VLLM_WORKER_MULTIPROC_METHOD is already spawn, so "
+                    "the fork is the calling program's own (it forks after touching CUDA)",
+                    change="start vLLM from a process that has not initialised CUDA, or let "
+                    "the calling program use the spawn start method")
+    if have is not None and have < version_tuple(WORKER_METHOD_SINCE):
+        return dict(kind="environment", error_line=line, setting=None, checked=checked,
+                    summary=summary,
+                    change="do not touch CUDA in the process before vLLM starts its "
+                    "workers, or upgrade to a release that has VLLM_WORKER_MULTIPROC_METHOD "
+                    f"({WORKER_METHOD_SINCE} and later) and set it to spawn")
+    return dict(kind="environment", error_line=line,
+                setting="env:VLLM_WORKER_MULTIPROC_METHOD", value=method or "fork",
+                checked=checked, summary=summary,
+                change="set VLLM_WORKER_MULTIPROC_METHOD=spawn in the server's environment "
+                "(or do not touch CUDA before vLLM starts its workers)" + (
+                    f"; `vllm serve` sets spawn itself from {SERVE_SPAWNS_SINCE}"
+                    if have is None or have < version_tuple(SERVE_SPAWNS_SINCE) else ""))
 
 
 # ----------------------------------------------------------------------------- quantization

@@ -44,10 +44,12 @@ from audit.kb.failed_start_argv import (
     public_version,
 )
 from audit.kb.failed_start_causes import (
+    cuda_runtime_missing,
     driver_too_old,
     extension_missing,
     memory_budget,
     quant_capability,
+    worker_forked_after_cuda,
 )
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
@@ -93,7 +95,8 @@ class Explanation:
     """One failed start, explained.
 
     ``kind``: unknown_flag | removed_flag | invalid_choice | bad_argument | raise_site |
-    driver | installation | correlated | named_in_message | exception | unrecognised.
+    driver | installation | environment (the process environment vLLM was started in, e.g.
+    its worker start method) | correlated | named_in_message | exception | unrecognised.
     ``setting``: the flag (``--kv-cache-dtype``), ``env:VLLM_X`` or ``hf:key`` that fed the
     check (None when none is known); ``value``: what the operator set; ``change``: one sentence;
     ``valid_values``: what the release accepts there; ``fix_argv``: the failing argv with
@@ -162,10 +165,11 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
     release = Release(table_rel, version)
     where = (platform, cc)
     out = _argparse(lines, argv, release, where) or _driver(lines, facts) \
-        or _installation(lines) or _architecture(lines, argv, release) \
+        or _installation(lines, version, facts) or _environment(lines, env, version) \
+        or _architecture(lines, argv, release) \
         or _sites(lines, argv, version, where)
     # an installation problem is the cause whatever words of the error match a setting
-    if out is None or (out.setting is None and out.kind != "installation"):
+    if out is None or (out.setting is None and out.kind not in ("installation", "environment")):
         # a check that reads no setting (a GPU capability, a weight shape): the error's own
         # words may still name one; the check found stays what vLLM checked
         named = _correlate(lines, argv, release) or \
@@ -190,10 +194,20 @@ def _driver(lines: list[str], facts: dict[str, Any]) -> Explanation | None:
     return Explanation(**found) if found else None
 
 
-def _installation(lines: list[str]) -> Explanation | None:
-    """vLLM's compiled extension missing or built for another PyTorch/CUDA: the
-    installation, not a setting (:func:`audit.kb.failed_start_causes.extension_missing`)."""
-    found = extension_missing(lines)
+def _installation(lines: list[str], version: str | None,
+                  facts: dict[str, Any]) -> Explanation | None:
+    """vLLM's compiled extension missing or built for another PyTorch/CUDA, or the CUDA
+    runtime the wheels were built for absent: the installation, not a setting
+    (:func:`audit.kb.failed_start_causes.extension_missing`, ``cuda_runtime_missing``)."""
+    found = extension_missing(lines, version) or cuda_runtime_missing(lines, facts)
+    return Explanation(**found) if found else None
+
+
+def _environment(lines: list[str], env: dict[str, str] | None,
+                 version: str | None) -> Explanation | None:
+    """Workers forked after CUDA was initialised: the worker start method
+    (:func:`audit.kb.failed_start_causes.worker_forked_after_cuda`)."""
+    found = worker_forked_after_cuda(lines, env, version)
     return Explanation(**found) if found else None
 
 

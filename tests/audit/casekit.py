@@ -22,6 +22,10 @@ Conversion rules (``demo/data/cases/README.md``):
 * ``startup_failure: false`` (sets 3-5) without ``error_lines``: the server started and
   served, so its ``GET /v1/models`` answered: one model card (the served name, context length
   unknown), the agent's evidence that the server is serving.
+* ``chat_template_note`` saying the checkpoint ships no chat template: the agent's
+  ``server.errors`` line for model files read without a template
+  (``chat template: no chat template in HF cache snapshot M@<rev>``,
+  ``fleet_agent/ondisk.py``), as it reports a server whose files hold none.
 * metrics: :data:`CASE_METRICS` holds, per case, the numbers its ``metrics_note`` gives (read
   by hand, quoted in comments); :func:`metrics_text` writes them in the naming era of the
   case's version (V0 < 0.8.0: ``gpu_cache_usage_perc``, no ``engine`` label; V1-early 0.8.x:
@@ -42,6 +46,7 @@ from audit.kb.flags import parse_argv
 from audit.kb.gpus import lookup
 from audit.kb.versions import parse_version
 from demo.paths import report_paths, reports_dir
+from fleet_agent.ondisk import NO_TEMPLATE_IN_FILES
 
 CASES_DIR = reports_dir()  # FileNotFoundError (collection error) when the data is missing
 _GIB = 2**30
@@ -218,6 +223,12 @@ def case_template(case: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _ships_no_template(case: dict[str, Any]) -> bool:
+    """The case note says the checkpoint has no chat template of its own."""
+    note = (case.get("chat_template_note") or "").lower()
+    return bool(re.search(r"\bships no\b.*\bchat template\b|\bhas no chat template\b", note))
+
+
 def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, Any]:
     """Contract report dict for one shared case file (see module docstring).
 
@@ -247,6 +258,10 @@ def case_to_report(path: Path | str, include_bench: bool = False) -> dict[str, A
             metrics=text, mounts=mounts, env=case.get("env") or {}))
         if case.get("model_config"):
             report["servers"][-1]["model_files"] = model_files_of(case)
+        if _ships_no_template(case):
+            report["servers"][-1].setdefault("errors", []).append(
+                f"chat template: {NO_TEMPLATE_IN_FILES}HF cache snapshot "
+                f"{parsed.values.get('model')}@<rev>")
         if case.get("startup_failure") is False and not case.get("error_lines"):
             # The case says the server started and served: its GET /v1/models answered, as
             # the agent reads it from a running server (the card's context length unknown).

@@ -63,3 +63,31 @@ def test_a_typo_is_explained_everywhere_with_the_fixed_command(enrolled, post_re
     client.force_login(user)
     page = client.get(f"/hosts/{server.host.code}/").content.decode()
     assert "--max-num-seqs 8" in page and "Fixed command" in page
+
+
+FORK = ["INFO 08-05 10:00:00 llm_engine.py:176] Initializing an LLM engine (v0.5.3.post1)",
+        "(VllmWorkerProcess pid=81) ERROR Exception in worker VllmWorkerProcess while "
+        "processing method init_device: Cannot re-initialize CUDA in forked subprocess. To "
+        "use CUDA with multiprocessing, you must use the 'spawn' start method"]
+CUDART = ["Traceback (most recent call last):",
+          "ImportError: libcudart.so.12: cannot open shared object file: No such file or "
+          "directory"]
+
+
+@pytest.mark.parametrize(("lines", "version", "words"), [
+    (FORK, "0.5.3.post1", "VLLM_WORKER_MULTIPROC_METHOD=spawn"),
+    (CUDART, "0.2.2", "built for CUDA 12"),
+])
+def test_an_environment_or_installation_cause_reaches_the_finding(
+        enrolled, post_report, make_report, lines, version, words):
+    _, token = enrolled()
+    failed = {**_failed(0, version), "lines": lines,
+              "argv": ["vllm", "serve", "m/x", "--tensor-parallel-size", "2"]}
+    body = make_report(collected_at=iso(START), failed_starts=[failed])
+    body["servers"] = []
+    assert post_report(body, token).status_code == 202
+    evaluation.evaluate_report(body["report_id"])
+    down = Finding.objects.active().get(rule_id=FAILED_START_RULE_ID)
+    text = " ".join([down.title, down.message, down.remediation])
+    assert words in text, text
+    assert down.evidence["explanation"]["kind"] in ("environment", "installation")
