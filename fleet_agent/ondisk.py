@@ -211,8 +211,23 @@ def chat_template(root: Path, server: ServerProcess) -> tuple[TemplateFound | No
 
 #: How the error line of a model whose files were read but hold no chat template starts (the
 #: dashboard reads it: ``audit.kb.templates``); after it, "local model directory X" or "HF
-#: cache snapshot M@C".
+#: cache snapshot M@C". Said only when one of the tokenizer files was read: a directory the
+#: agent cannot see (another mount namespace, permissions) gets :data:`NO_FILES_READ`, since
+#: the dashboard tells the operator that chat requests fail on the first line.
 NO_TEMPLATE_IN_FILES = "no chat template in "
+NO_FILES_READ = "no tokenizer file readable in "
+
+
+class _Counted:
+    """A ``reader`` that remembers whether any file it was asked for could be read."""
+
+    def __init__(self, reader) -> None:
+        self.reader, self.read_any = reader, False
+
+    def __call__(self, name: str) -> bytes | None:
+        data = self.reader(name)
+        self.read_any = self.read_any or data is not None
+        return data
 
 
 def _is_local_dir(root: Path, server: ServerProcess, model: str) -> bool:
@@ -226,9 +241,11 @@ def _local_model_template(root: Path, server: ServerProcess,
         return read_in_process(root, server, f"{model.rstrip('/')}/{name}",
                                limit=_MAX_TEMPLATE_BYTES)
 
-    found = template_from_files(reader, f"{model.rstrip('/')}/", None)
+    counted = _Counted(reader)
+    found = template_from_files(counted, f"{model.rstrip('/')}/", None)
     if found is None:
-        return None, f"{NO_TEMPLATE_IN_FILES}local model directory {model}"
+        said = NO_TEMPLATE_IN_FILES if counted.read_any else NO_FILES_READ
+        return None, f"{said}local model directory {model}"
     return found, None
 
 
@@ -290,9 +307,11 @@ def _hf_cache_template(root: Path, server: ServerProcess, model: str,
     def reader(name: str) -> bytes | None:
         return read_in_process(root, server, f"{snapshot}/{name}", limit=_MAX_TEMPLATE_BYTES)
 
-    found = template_from_files(reader, f"hf-cache:{model}@{commit}/", commit)
+    counted = _Counted(reader)
+    found = template_from_files(counted, f"hf-cache:{model}@{commit}/", commit)
     if found is None:
-        return None, f"{NO_TEMPLATE_IN_FILES}HF cache snapshot {model}@{commit}"
+        said = NO_TEMPLATE_IN_FILES if counted.read_any else NO_FILES_READ
+        return None, f"{said}HF cache snapshot {model}@{commit}"
     return found, None
 
 

@@ -94,3 +94,13 @@ def test_absence_says_where_the_agent_looked():
                                  "org/base-7b@" + "a" * 40], values)
     assert absent and why.startswith("no chat template in HF cache snapshot org/base-7b@")
     assert absence({"sha256": "0" * 64}, [NONE_LOCAL], values) == (False, None)
+
+
+def test_a_model_directory_the_agent_cannot_read_is_not_called_template_less(kb, monkeypatch):
+    """Nothing of the model's files readable (another mount namespace, permissions): the agent
+    says so instead of "no chat template", and no finding claims chat requests fail."""
+    argv = ["vllm", "serve", "/models/base-7b"]
+    errors = _agent_errors({}, argv, monkeypatch)
+    assert errors == ["chat template: no tokenizer file readable in local model directory "
+                      "/models/base-7b"]
+    assert RULE not in _fired(kb, argv, errors)
