@@ -181,6 +181,13 @@ TORCH_PINS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
+def _installation(line: str, *, checked: str, summary: str, change: str) -> dict[str, Any]:
+    """An explanation of kind ``installation`` (the environment, not a setting) for the error
+    ``line``: the shape :func:`audit.kb.failed_start_explain.explain` turns into a finding."""
+    return dict(kind="installation", error_line=line, setting=None, checked=checked,
+                summary=summary, change=change)
+
+
 def torch_pin(version: str | None) -> str | None:
     """The PyTorch the vLLM ``version``'s CUDA wheel pins (:data:`TORCH_PINS`), or None."""
     have = version_tuple(version)
@@ -198,8 +205,8 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
             pinned = (f"the PyTorch vLLM {version} pins ({pin})" if pin
                       else "the PyTorch version that vLLM release pins")
             if _TORCH_SYMBOL.search(symbol[2]):
-                return dict(
-                    kind="installation", error_line=line, setting=None,
+                return _installation(
+                    line,
                     checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
                              f"which needs the PyTorch C++ symbol {symbol[2][:80]} of the "
                              "PyTorch it was compiled against"),
@@ -212,8 +219,8 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
                             "or a vLLM release built for the PyTorch you need" if pin else
                             "reinstall vLLM so that pip brings the PyTorch it pins, or install "
                             "the vLLM wheel built for the installed PyTorch"))
-            return dict(
-                kind="installation", error_line=line, setting=None,
+            return _installation(
+                line,
                 checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
                          f"which needs the symbol {symbol[2]} from the PyTorch/CUDA it was "
                          "built against"),
@@ -224,8 +231,8 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
                         "), or rebuild vLLM from source against it"))
         missing = _NO_EXTENSION.search(line)
         if missing:
-            return dict(
-                kind="installation", error_line=line, setting=None,
+            return _installation(
+                line,
                 checked=(f"importing vLLM loads its compiled extension {missing[1]}, which "
                          "only a built vLLM has"),
                 summary=(f"vLLM's compiled extension {missing[1]} is missing: the vllm "
@@ -274,8 +281,8 @@ def cuda_runtime_missing(lines: list[str], facts: dict[str, Any]) -> dict[str, A
               if driver_short and major in MIN_DRIVER else
               f"; the driver must support CUDA {major} (Linux {MIN_DRIVER[major]} or newer)"
               if major in MIN_DRIVER else "")
-    return dict(
-        kind="installation", error_line=line, setting=None,
+    return _installation(
+        line,
         checked=(f"importing vLLM loads its compiled extension and PyTorch, linked against "
                  f"the CUDA {major} runtime ({lib}), which the loader did not find"),
         summary=(f"the installed vLLM/PyTorch wheels were built for CUDA {major}, but this "
