@@ -1,7 +1,8 @@
 """Evaluate a plan as if it ran on the host: the self-consistency check.
 
 Builds a contract report with the recommended argv per replica, the replica's GPUs, the
-recommended vLLM version and the chat template the command serves; no metrics (the command
+recommended vLLM version, the chat template the command serves and what the agent found in
+the model's files (a checkpoint without a chat template); no metrics (the command
 has not served traffic yet), then builds contexts (audit.kb.context) and evaluates the
 knowledge base. The same numbers the rules use (geometry estimates, knees) come back in the
 contexts, so the recommendation reads them rather than re-deriving them.
@@ -15,6 +16,7 @@ from typing import Any
 from advice.recommend.plan import Plan, render_argv
 from audit.kb.context import build_context
 from audit.kb.engine import SEVERITY_RANK, FindingResult, KnowledgeBase
+from audit.kb.templates import model_file_lines
 
 ABOVE_MEDIUM = ("critical", "high")
 
@@ -32,7 +34,9 @@ def replica_server(plan: Plan, group: list[dict[str, Any]], index: int,
         "gpu_uuids": [g.get("uuid") for g in group if g.get("uuid")],
         "vllm_version": plan.version, "installed_vllm_version": plan.version,
         "models": [], "chat_template": copy.deepcopy(plan.template), "metrics": None,
-        "errors": [],
+        # what the agent found in the model's files holds for any command serving them: a
+        # checkpoint without a chat template stays without one unless the plan passes one
+        "errors": model_file_lines(base.get("errors")),
     }
     if base.get("container_mounts"):
         entry["container_mounts"] = dict(base["container_mounts"])

@@ -12,6 +12,9 @@ medium or above that remains into:
   recommendation shows it next to the command with why it remains: the release it concerns,
   the release that fixes it (the rule's ``fixed_in``) or that none does yet, and the cure
   outside the command (the rule's remediation: a pin, another checkpoint, other GPUs);
+* **explained** as well: a finding whose cure is a flag value only the operator has
+  (``OPERATOR_INPUT``: the chat template of a checkpoint that ships none); the command keeps
+  it and says which flag to add;
 * **unexplained**: anything else. A command with an unexplained finding is never shown
   (status ``no_safe_command``).
 
@@ -31,6 +34,10 @@ from audit.kb.engine import SEVERITY_RANK, FindingResult, KnowledgeBase
 
 #: Findings the recommended command must clear or explain.
 SHOWN_AT = "medium"
+#: Findings whose cure is a flag whose value only the operator has (rule id -> what the value
+#: is). The command keeps the finding and says what to add: the knowledge base cannot know
+#: the template a checkpoint was trained with, and a guessed one renders wrong prompts.
+OPERATOR_INPUT = {"tpl-no-chat-template": "the chat template the model was trained with"}
 MAX_MEDIUM_ROUNDS = 4
 
 
@@ -95,17 +102,19 @@ def _fixed_text(fixed_in: str | None, version: str | None) -> str:
 def _first_sentence(text: str) -> str:
     text = " ".join((text or "").split())
     cut = text.find(". ")
-    return text if cut < 0 else text[:cut + 1]
+    return (text if cut < 0 else text[:cut + 1]).rstrip(".")
 
 
 def why_it_remains(finding: FindingResult, plan: Plan, kb: KnowledgeBase) -> str:
     """The sentence shown next to the command for a finding it still raises."""
+    cure = _first_sentence(finding.remediation)
+    if finding.rule_id in OPERATOR_INPUT:
+        return f"the command cannot supply {OPERATOR_INPUT[finding.rule_id]}: {cure}"
     try:
         rule = kb.rule(finding.rule_id)
         fixed_in = rule.fixed_in
     except KeyError:
         fixed_in = None
-    cure = _first_sentence(finding.remediation)
     return (f"no flag clears it on vLLM {plan.version} ({_fixed_text(fixed_in, plan.version)})"
             + (f"; outside the command: {cure}" if cure else ""))
 
@@ -115,7 +124,8 @@ def sort_findings(plan: Plan, findings: list[FindingResult], ctx: dict, kb: Know
     """(explained, unexplained) over the findings at medium or above (see module doc)."""
     explained, unexplained = [], []
     for finding in at_or_above_medium(findings):
-        if finding.severity == "critical" or not release_level(finding, kb) \
+        operator = finding.rule_id in OPERATOR_INPUT
+        if finding.severity == "critical" or not (operator or release_level(finding, kb)) \
                 or flag_fixable(finding, plan, ctx, env):
             unexplained.append(finding)
             continue

@@ -76,6 +76,15 @@ def template_context(chat_template: dict[str, Any] | None) -> dict[str, Any]:
 #: ``chat_template`` in tokenizer_config.json (fleet_agent/ondisk.py ``chat_template``). Any
 #: other template error (not in the cache, not readable) means it could not look.
 _NONE_IN_FILES = re.compile(r"^chat template: no chat template in ")
+
+
+def model_file_lines(errors: list[Any] | None) -> list[str]:
+    """The agent's "no chat template in <the model's files>" lines among a server's errors:
+    facts about the checkpoint, not the running process, so they hold for any command that
+    serves the same model (the recommendation's self-check carries them over)."""
+    return [str(e) for e in errors or [] if _NONE_IN_FILES.match(str(e))]
+
+
 #: Tokenizer modes that load a Hugging Face tokenizer (its chat template or none); other modes
 #: (mistral's mistral_common, model-specific encoders) format chats without a Jinja template.
 _HF_TOKENIZER_MODES = {"auto", "hf", "slow"}

@@ -61,3 +61,31 @@ def test_an_encoder_architecture_on_a_release_without_its_mode_names_the_mode() 
 ])
 def test_quiet_where_a_template_or_a_renderer_exists_or_nothing_was_read(argv, version, errors):
     assert _finding(argv, version, errors) is None
+
+
+def test_the_recommended_command_keeps_the_finding_and_says_which_flag_to_add() -> None:
+    """The finding and the recommendation tell one story: the recommended command for a
+    checkpoint without a template is not called clean of it; it shows the finding next to the
+    command with the flag to add, since only the operator knows the template."""
+    from advice.recommend import recommend_report
+    report = host_report("NVIDIA H100 80GB HBM3", 1, serve("org/some-base-model"),
+                         version="0.11.2", template=None)
+    report["servers"][0]["errors"] = [NONE_READ]
+    out = recommend_report(report)["servers"][0]
+    assert out["status"] == "ok"
+    assert RULE in out["self_check"]["explained"]
+    why = next(e["why"] for e in out["explained"] if e["rule_id"] == RULE)
+    assert why.startswith("the command cannot supply the chat template the model was trained")
+    assert "--chat-template" in why and not why.endswith("..")
+    assert "--chat-template" not in out["replicas"][0]["command"]
+
+
+def test_a_command_that_passes_a_template_draws_nothing() -> None:
+    from advice.recommend import recommend_report
+    report = host_report("NVIDIA H100 80GB HBM3", 1,
+                         serve("org/some-base-model", "--chat-template", "/t/chat.jinja"),
+                         version="0.11.2", template=None)
+    report["servers"][0]["errors"] = [NONE_READ]
+    out = recommend_report(report)["servers"][0]
+    assert RULE not in out["self_check"]["explained"]
+    assert "--chat-template /t/chat.jinja" in out["replicas"][0]["command"]
