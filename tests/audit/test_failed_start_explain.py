@@ -145,3 +145,21 @@ def test_public_reports_figure() -> None:
     for (_src, lines, _argv, _v), (_s, found) in zip(cases, results, strict=True):
         if found.kind == "unrecognised":
             assert not any(rs.exception_of(line) for line in lines)
+
+
+@pytest.mark.parametrize(("argv", "fix"), [
+    # `vllm serve MODEL` written after an image whose entrypoint is the API server module
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "vllm", "serve", "org/m",
+      "--port", "8000"],
+     ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "org/m", "--port",
+      "8000"]),
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "org/m"], None),
+])
+def test_the_launcher_refusing_serve_itself_says_drop_it(argv, fix) -> None:
+    """The refused word is `serve`: the explanation tells the operator to drop `vllm serve`
+    (it used to fail to explain at all, and so failed the whole evaluation)."""
+    found = explain(["api_server.py: error: unrecognized arguments: serve org/m"], argv,
+                    "0.6.3")
+    assert found.kind == "unknown_flag" and found.setting == "serve"
+    assert "drop `vllm serve`" in found.change
+    assert found.fix_argv == fix
