@@ -466,7 +466,10 @@ class MetricSample(models.Model):
     Null means the exposition lacked the data, never zero. Times in seconds, rates in tok/s.
     """
 
-    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="samples")
+    # db_index=False: the (server, ts) index below serves every lookup by server; a second
+    # index on server alone only cost one more index insertion per sample.
+    server = models.ForeignKey(Server, on_delete=models.CASCADE, related_name="samples",
+                               db_index=False)
     report = models.ForeignKey(Report, null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="+")
     ts = models.DateTimeField()
@@ -501,7 +504,9 @@ class MetricSample(models.Model):
 class GpuSample(models.Model):
     """One GPU reading per report: bytes, percent, °C, watts."""
 
-    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="samples")
+    # db_index=False: the (gpu, ts) index below serves every lookup by GPU.
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="samples",
+                            db_index=False)
     ts = models.DateTimeField()
     memory_used_bytes = models.BigIntegerField(null=True, blank=True)
     utilization_pct = models.FloatField(null=True, blank=True)
