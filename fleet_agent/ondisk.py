@@ -213,8 +213,10 @@ def chat_template(root: Path, server: ServerProcess) -> tuple[TemplateFound | No
 #: dashboard reads it: ``audit.kb.templates``); after it, "local model directory X" or "HF
 #: cache snapshot M@C". Said only when one of the tokenizer files was read: a directory the
 #: agent cannot see (another mount namespace, permissions) gets :data:`NO_FILES_READ`, since
-#: the dashboard tells the operator that chat requests fail on the first line.
-NO_TEMPLATE_IN_FILES = "no chat template in "
+#: the dashboard tells the operator that chat requests fail on the first line. Worded apart
+#: from older agents' "no chat template in X", which they also sent when they could read
+#: none of the files, so the dashboard can tell the two apart.
+NO_TEMPLATE_IN_FILES = "no chat template in the tokenizer files read from "
 NO_FILES_READ = "no tokenizer file readable in "
 
 

@@ -73,9 +73,12 @@ def template_context(chat_template: dict[str, Any] | None) -> dict[str, Any]:
 
 #: The agent's error when it read the model's tokenizer files (a local model directory or the
 #: Hugging Face cache snapshot) and found none of chat_template.jinja, chat_template.json or a
-#: ``chat_template`` in tokenizer_config.json (fleet_agent/ondisk.py ``chat_template``). Any
-#: other template error (not in the cache, not readable) means it could not look.
-_NONE_IN_FILES = re.compile(r"^chat template: no chat template in ")
+#: ``chat_template`` in tokenizer_config.json (fleet_agent/ondisk.py ``chat_template``,
+#: ``NO_TEMPLATE_IN_FILES``). Any other template error (not in the cache, not readable) means
+#: it could not look; so does older agents' "no chat template in X", which they sent whether
+#: or not they could read a file of X.
+_NONE_IN_FILES = re.compile(r"^chat template: no chat template in the tokenizer files read "
+                            r"from ")
 
 
 def model_file_lines(errors: list[Any] | None) -> list[str]:

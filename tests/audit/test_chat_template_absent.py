@@ -17,7 +17,7 @@ from fleet_agent.discovery import ServerProcess
 H100 = {"index": 0, "uuid": "GPU-0", "name": "NVIDIA H100 80GB HBM3",
         "memory_total_bytes": 85520809984, "compute_capability": "9.0"}
 RULE = "tpl-no-chat-template"
-NONE_LOCAL = "chat template: no chat template in local model directory /models/base-7b"
+NONE_LOCAL = f"chat template: {ondisk.NO_TEMPLATE_IN_FILES}local model directory /models/base-7b"
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,11 @@ def test_a_template_in_the_tokenizer_config_is_found_and_nothing_fires(kb, monke
      ["chat template: org/base-7b@main not in HF cache /root/.cache/huggingface/hub"]),
     # GGUF metadata may embed a template the agent does not read
     (["vllm", "serve", "/models/base-7b.gguf"],
-     ["chat template: no chat template in local model directory /models/base-7b.gguf"]),
+     [f"chat template: {ondisk.NO_TEMPLATE_IN_FILES}local model directory "
+      "/models/base-7b.gguf"]),
+    # an older agent's line: it said so also when it could read none of the files
+    (["vllm", "serve", "/models/base-7b"],
+     ["chat template: no chat template in local model directory /models/base-7b"]),
     # mistral_common formats chats without a Jinja template
     (["vllm", "serve", "/models/base-7b", "--tokenizer-mode", "mistral"], [NONE_LOCAL]),
     # a pooling model serves no chat endpoint
@@ -90,9 +94,10 @@ def test_absence_is_claimed_only_when_the_agent_looked_and_vllm_has_no_template(
 
 def test_absence_says_where_the_agent_looked():
     values = parse_argv(["vllm", "serve", "org/base-7b"]).values
-    absent, why = absence(None, ["chat template: no chat template in HF cache snapshot "
-                                 "org/base-7b@" + "a" * 40], values)
-    assert absent and why.startswith("no chat template in HF cache snapshot org/base-7b@")
+    absent, why = absence(None, [f"chat template: {ondisk.NO_TEMPLATE_IN_FILES}HF cache "
+                                 "snapshot org/base-7b@" + "a" * 40], values)
+    assert absent and why.startswith("no chat template in the tokenizer files read from HF "
+                                     "cache snapshot org/base-7b@")
     assert absence({"sha256": "0" * 64}, [NONE_LOCAL], values) == (False, None)
 
 
