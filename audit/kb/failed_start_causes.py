@@ -23,24 +23,18 @@ model facts of the report (:mod:`audit.kb.failed_start_facts`).
 * :func:`worker_forked_after_cuda`: PyTorch's "Cannot re-initialize CUDA in forked
   subprocess" from a worker: the parent had initialised CUDA before vLLM forked its
   workers; the change is ``VLLM_WORKER_MULTIPROC_METHOD=spawn``.
-* :func:`memory_budget`: "No available memory for the cache blocks": vLLM may use only
-  gpu_memory_utilization x GPU memory, weights included; when the weights per GPU do not
-  fit that, the value to raise it to (or more tensor parallelism) follows from the numbers.
+* the memory budget at start-up (no KV cache left) is :mod:`audit.kb.failed_start_memory`.
 
 Each returns the :class:`audit.kb.failed_start_explain.Explanation` fields to set, or None.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
 from audit.kb import quant_capability as qc
-from audit.kb.memory import RUNTIME_GIB
 from audit.kb.versions import version_tuple
-
-_GIB = 2**30
 
 # ----------------------------------------------------------------------------- driver
 
@@ -439,63 +433,3 @@ def _scheme(line: str, need: int | None, have: int | None, facts: dict[str, Any]
     else:
         return None
     return dict(summary=summary, change=change, changed_in=later, drop_fix=False)
-
-
-# ----------------------------------------------------------------------------- memory
-
-_NO_BLOCKS = re.compile(r"No available memory for the cache blocks", re.I)
-#: CUDA context, NCCL and a first block of cache: what must fit beside the weights (the
-#: memory block's runtime allowance, :data:`audit.kb.memory.RUNTIME_GIB`, plus one GiB).
-_BESIDE_WEIGHTS_GIB = RUNTIME_GIB + 1.0
-#: Above this fraction vLLM leaves the GPU no room for CUDA graphs and fragmentation: where
-#: the rule ``up-gpu-mem-util-no-cudagraph-headroom`` (audit/rules) starts to fire.
-_MAX_UTIL = 0.95
-#: The fraction a tensor-parallel size is proposed at: vLLM's default
-#: ``--gpu-memory-utilization`` through 0.19.x (0.92 from 0.20.0, audit/kb/data/vllm flag
-#: tables), the lower of the two, so the proposal also holds on the older releases.
-_PROPOSE_AT_UTIL = 0.9
-
-
-def memory_budget(lines: list[str], facts: dict[str, Any],
-                  util_default: float | None) -> dict[str, Any] | None:
-    line = next((x for x in reversed(lines) if _NO_BLOCKS.search(x)), None)
-    if line is None:
-        return None
-    memory, weights = facts.get("gpu_memory_bytes"), facts.get("weights_bytes")
-    util = facts.get("gpu_memory_utilization")
-    set_by_operator = util is not None
-    util = util if util is not None else util_default
-    shards = max(1, facts.get("tp") or 1) * max(1, facts.get("pp") or 1)
-    generic = ("raise --gpu-memory-utilization" + (f" (now {util})" if set_by_operator else "")
-               + ": it caps all of vLLM's GPU memory, weights included, and the KV cache gets "
-               "only what is left; or put fewer weights on each GPU (more "
-               "--tensor-parallel-size, a smaller quantization)")
-    if not memory or not weights:
-        return dict(setting="--gpu-memory-utilization", change=generic,
-                    value=util if set_by_operator else None)
-    mem_gib, w_gib = memory / _GIB, weights / shards / _GIB
-    need = math.ceil((w_gib + _BESIDE_WEIGHTS_GIB) / mem_gib * 100) / 100
-    source = facts.get("weights_source") or "weights"
-    budget = f"{util} x {mem_gib:.1f} GiB = {util * mem_gib:.1f} GiB" if util else None
-    over = util is not None and util * mem_gib < w_gib + _BESIDE_WEIGHTS_GIB
-    summary = (f"the weights ({w_gib:.1f} GiB per GPU; {source}) "
-               + (f"leave no room in the memory vLLM may use ({budget})" if over else
-                  f"and the memory vLLM may use ({budget or 'unknown'}) leave no KV cache"))
-    if need <= _MAX_UTIL:
-        change = (f"raise --gpu-memory-utilization to at least {need:.2f} "
-                  f"({need * mem_gib:.1f} GiB of {mem_gib:.1f} GiB: the weights plus "
-                  f"{_BESIDE_WEIGHTS_GIB:g} GiB for the runtime and a first KV cache)"
-                  + (f", now {util}" if set_by_operator else "")
-                  + "; or lower the weights per GPU (more --tensor-parallel-size, a smaller "
-                  "quantization)")
-    else:
-        tp = max(1, facts.get("tp") or 1)
-        more = next((n for n in (2, 4, 8) if n > tp and
-                     (weights / n / max(1, facts.get("pp") or 1) / _GIB
-                      + _BESIDE_WEIGHTS_GIB) / mem_gib <= _PROPOSE_AT_UTIL), None)
-        change = ("the weights do not fit one GPU at any --gpu-memory-utilization: "
-                  + (f"use --tensor-parallel-size {more}" if more else
-                     "use more GPUs (tensor parallelism)")
-                  + ", a smaller quantization, or a larger GPU")
-    return dict(setting="--gpu-memory-utilization", value=util if set_by_operator else None,
-                change=change, summary_prefix=summary, error_line=line)
