@@ -151,10 +151,16 @@ def driver_too_old(lines: list[str], facts: dict[str, Any]) -> dict[str, Any] | 
 #: ``No module named 'vllm._C'`` (quotes vary; a ModuleNotFoundError or an ImportError). The
 #: compiled modules are all ``vllm._<name>C`` (_C, _moe_C, _rocm_C, _flashmla_C …).
 _NO_EXTENSION = re.compile(r"No module named \W?(vllm\._\w*C)\b")
-#: An import of the extension's shared object that fails on a missing symbol: the .so was
-#: built against another PyTorch (C++ ABI) or CUDA runtime than the one installed. The file
-#: name carries the interpreter tag (``_C.cpython-310-x86_64-linux-gnu.so``, ``_C.abi3.so``).
-_EXTENSION_SYMBOL = re.compile(r"vllm/(_\w*C)[\w.-]*\.so\S*: undefined symbol: (\S+)")
+#: An import of a shared object of the vllm package that fails on a missing symbol: the .so
+#: was built against another PyTorch (C++ ABI) or CUDA runtime than the one installed. The
+#: file name carries the interpreter tag (``_C.cpython-310-x86_64-linux-gnu.so``,
+#: ``_C.abi3.so``). Any compiled module of the package counts, not only ``vllm._C``: releases
+#: up to 0.2.x shipped one extension per kernel family (``vllm/quantization_ops``,
+#: ``vllm/attention_ops``, ``vllm/cache_ops``, ...), later ones ``_moe_C``, ``_flashmla_C`` and
+#: ``vllm_flash_attn/_vllm_fa2_C``. The colon after "undefined symbol" is dropped by some
+#: quotes; then only an Itanium-mangled name (``_Z…``) is read as the symbol.
+_EXTENSION_SYMBOL = re.compile(r"\bvllm/((?:\w+/)*?\w+?)(?:\.(?:cpython|abi3|pypy)[\w.-]*)?\.so"
+                               r"\S*: undefined symbol(?::\s*(\S+)|\s+(_Z\S+))")
 #: Itanium-mangled names in PyTorch's C++ namespaces (``_ZN2at``, ``_ZNK3c10``, ``_ZN5torch``):
 #: the missing symbol is PyTorch's own, so the installed PyTorch is not the one vLLM's
 #: extension was compiled against (PyTorch keeps no C++ ABI between minor releases).
@@ -165,6 +171,9 @@ TORCH_PINS: tuple[tuple[str, str, str, str], ...] = (
     # pyproject.toml pinned torch == 2.1.2 on 2024-02-21, 0.3.2's release day (PR #2804 review
     # thread); main moved to 2.2.1 in early April 2024 (issue #3987). Only 0.3.2-0.3.3 are
     # certainly inside that window.
+    # a maintainer, 2023-11-14: main uses PyTorch 2.1.0 and 0.2.2 will as well (issue #1661);
+    # 0.2.1's extensions were still built against 2.0.1 (issue #1283's pyproject pin)
+    ("0.2.2", "0.2.3", "2.1.0", "https://github.com/vllm-project/vllm/issues/1661"),
     ("0.3.2", "0.4.0", "2.1.2", "https://github.com/vllm-project/vllm/pull/2804"),
     # 0.10.1.1 depends on torch 2.7.1 (NovaSky-AI/SkyRL PR #218); 2.8.0 came with PR #20358
     ("0.10.1", "0.10.2", "2.7.1", "https://github.com/NovaSky-AI/SkyRL/pull/218"),
@@ -191,9 +200,28 @@ def torch_pin(version: str | None) -> str | None:
                  if version_tuple(low) <= have < version_tuple(high)), None)
 
 
+def _extension_symbol(found: re.Match) -> tuple[None, str, str]:
+    """(None, module, symbol) of an :data:`_EXTENSION_SYMBOL` match: the module as Python
+    names it (``_C``, ``quantization_ops``, ``vllm_flash_attn._vllm_fa2_C``; a source
+    checkout's own ``vllm/`` directory above the package is dropped), indexed like the match
+    the callers read."""
+    module = found[1]
+    while module.startswith("vllm/"):
+        module = module[len("vllm/"):]
+    return None, module.replace("/", "."), found[2] or found[3]
+
+
+def _in_tree(line: str) -> bool:
+    """The failing .so path is not under an installed package directory (site-packages,
+    dist-packages): a source checkout built in place."""
+    path = line[:_EXTENSION_SYMBOL.search(line).end(1)]
+    return not re.search(r"(?:site|dist)-packages", path)
+
+
 def extension_missing(lines: list[str], version: str | None = None) -> dict[str, Any] | None:
     for line in reversed(lines):
-        symbol = _EXTENSION_SYMBOL.search(line)
+        found = _EXTENSION_SYMBOL.search(line)
+        symbol = _extension_symbol(found) if found else None
         if symbol and not _DRIVER_SYMBOL.search(line):
             pin = torch_pin(version)
             pinned = (f"the PyTorch vLLM {version} pins ({pin})" if pin
@@ -212,7 +240,10 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
                             f"torch=={pin}, or pip install --force-reinstall vllm=={version}), "
                             "or a vLLM release built for the PyTorch you need" if pin else
                             "reinstall vLLM so that pip brings the PyTorch it pins, or install "
-                            "the vLLM wheel built for the installed PyTorch"))
+                            "the vLLM wheel built for the installed PyTorch") + (
+                        "; this extension lies outside site-packages (a source build): "
+                        "rebuild it against the installed PyTorch (pip install -e . "
+                        "--no-build-isolation inside the checkout)" if _in_tree(line) else ""))
             return _installation(
                 line,
                 checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
