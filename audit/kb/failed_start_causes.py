@@ -269,6 +269,36 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
                         "checkout (pip install -e . inside it); when a built vLLM is "
                         "installed, start from outside the source tree so that the checkout "
                         "does not shadow it"))
+    return _other_extension(lines)
+
+
+#: A shared object of another package (``transformer_engine_extensions*.so``,
+#: ``flash_attn_2_cuda*.so``) that cannot load a PyTorch C++ symbol.
+_OTHER_SYMBOL = re.compile(r"([\w.-]+?)(?:\.(?:cpython|abi3|pypy)[\w.-]*)?\.so\S*: undefined "
+                           r"symbol(?::\s*|\s+)(_Z\S+)")
+
+
+def _other_extension(lines: list[str]) -> dict[str, Any] | None:
+    """Another package's compiled extension, imported at start-up, built against another
+    PyTorch than the installed one (the missing symbol is PyTorch's own, as above): that
+    package's build is the cause, not vLLM's and not a setting."""
+    for line in reversed(lines):
+        found = _OTHER_SYMBOL.search(line)
+        if not found or _EXTENSION_SYMBOL.search(line) or not _TORCH_SYMBOL.search(found[2]):
+            continue
+        name = found[1]
+        return _installation(
+            line,
+            checked=(f"the start imports the compiled extension {name} of another package "
+                     f"than vLLM, which needs the PyTorch C++ symbol {found[2][:80]} of the "
+                     "PyTorch it was compiled against"),
+            summary=(f"the compiled extension {name} (not vLLM's) was built against another "
+                     "PyTorch than the installed one (PyTorch symbol undefined): PyTorch was "
+                     "changed after that package was installed, or the package came from "
+                     "another environment; an installation problem, not a setting"),
+            change=(f"reinstall or rebuild the package that ships {name} against the "
+                    "installed PyTorch (the one vLLM pins), or uninstall it if nothing needs "
+                    "it"))
     return None
 
 

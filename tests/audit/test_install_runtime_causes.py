@@ -88,11 +88,20 @@ def test_an_in_tree_build_is_told_to_rebuild_and_a_quote_without_colon_is_read()
     assert "source build" in out.change and "--no-build-isolation" in out.change
 
 
-def test_an_undefined_symbol_in_another_package_is_not_vllms_installation() -> None:
+def test_a_pytorch_symbol_missing_in_another_package_names_that_package() -> None:
     line = ("ImportError: /usr/lib/python3/dist-packages/transformer_engine_extensions.cpython-"
             "310-x86_64-linux-gnu.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameE")
     out = _explained([line], "0.3.3")
-    assert out.kind != "installation" and "vLLM's compiled extension" not in out.summary
+    assert out.kind == "installation" and "vLLM's compiled extension" not in out.summary
+    assert "transformer_engine_extensions (not vLLM's)" in out.summary
+    assert "transformer_engine_extensions" in out.change and "vllm==" not in out.change
+
+
+def test_a_non_pytorch_symbol_in_another_package_is_not_read_as_a_pytorch_mismatch() -> None:
+    line = ("ImportError: /usr/lib/python3/dist-packages/foo_ext.cpython-310-x86_64-linux-gnu"
+            ".so: undefined symbol: _Z9cutlass_mmv")
+    out = _explained([line], "0.6.3")
+    assert out.kind != "installation" and "PyTorch" not in out.summary
 
 
 # ----------------------------------------------------------------------------- CUDA runtime
