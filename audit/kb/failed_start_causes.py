@@ -171,8 +171,9 @@ TORCH_PINS: tuple[tuple[str, str, str, str], ...] = (
     # pyproject.toml pinned torch == 2.1.2 on 2024-02-21, 0.3.2's release day (PR #2804 review
     # thread); main moved to 2.2.1 in early April 2024 (issue #3987). Only 0.3.2-0.3.3 are
     # certainly inside that window.
-    # a maintainer, 2023-11-14: main uses PyTorch 2.1.0 and 0.2.2 will as well (issue #1661);
-    # 0.2.1's extensions were still built against 2.0.1 (issue #1283's pyproject pin)
+    # a maintainer, 2023-11-14: main uses PyTorch 2.1.0 and 0.2.2 will as well (the source
+    # URL below); 0.2.1's build still pinned 2.0.1 in pyproject.toml, as quoted in
+    # https://github.com/vllm-project/vllm/issues/1283
     ("0.2.2", "0.2.3", "2.1.0", "https://github.com/vllm-project/vllm/issues/1661"),
     ("0.3.2", "0.4.0", "2.1.2", "https://github.com/vllm-project/vllm/pull/2804"),
     # 0.10.1.1 depends on torch 2.7.1 (NovaSky-AI/SkyRL PR #218); 2.8.0 came with PR #20358
