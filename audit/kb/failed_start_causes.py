@@ -23,24 +23,18 @@ model facts of the report (:mod:`audit.kb.failed_start_facts`).
 * :func:`worker_forked_after_cuda`: PyTorch's "Cannot re-initialize CUDA in forked
   subprocess" from a worker: the parent had initialised CUDA before vLLM forked its
   workers; the change is ``VLLM_WORKER_MULTIPROC_METHOD=spawn``.
-* :func:`memory_budget`: "No available memory for the cache blocks": vLLM may use only
-  gpu_memory_utilization x GPU memory, weights included; when the weights per GPU do not
-  fit that, the value to raise it to (or more tensor parallelism) follows from the numbers.
+* the memory budget at start-up (no KV cache left) is :mod:`audit.kb.failed_start_memory`.
 
 Each returns the :class:`audit.kb.failed_start_explain.Explanation` fields to set, or None.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
 from audit.kb import quant_capability as qc
-from audit.kb.memory import RUNTIME_GIB
 from audit.kb.versions import version_tuple
-
-_GIB = 2**30
 
 # ----------------------------------------------------------------------------- driver
 
@@ -157,10 +151,16 @@ def driver_too_old(lines: list[str], facts: dict[str, Any]) -> dict[str, Any] | 
 #: ``No module named 'vllm._C'`` (quotes vary; a ModuleNotFoundError or an ImportError). The
 #: compiled modules are all ``vllm._<name>C`` (_C, _moe_C, _rocm_C, _flashmla_C …).
 _NO_EXTENSION = re.compile(r"No module named \W?(vllm\._\w*C)\b")
-#: An import of the extension's shared object that fails on a missing symbol: the .so was
-#: built against another PyTorch (C++ ABI) or CUDA runtime than the one installed. The file
-#: name carries the interpreter tag (``_C.cpython-310-x86_64-linux-gnu.so``, ``_C.abi3.so``).
-_EXTENSION_SYMBOL = re.compile(r"vllm/(_\w*C)[\w.-]*\.so\S*: undefined symbol: (\S+)")
+#: An import of a shared object of the vllm package that fails on a missing symbol: the .so
+#: was built against another PyTorch (C++ ABI) or CUDA runtime than the one installed. The
+#: file name carries the interpreter tag (``_C.cpython-310-x86_64-linux-gnu.so``,
+#: ``_C.abi3.so``). Any compiled module of the package counts, not only ``vllm._C``: releases
+#: up to 0.2.x shipped one extension per kernel family (``vllm/quantization_ops``,
+#: ``vllm/attention_ops``, ``vllm/cache_ops``, ...), later ones ``_moe_C``, ``_flashmla_C`` and
+#: ``vllm_flash_attn/_vllm_fa2_C``. The colon after "undefined symbol" is dropped by some
+#: quotes; then only an Itanium-mangled name (``_Z…``) is read as the symbol.
+_EXTENSION_SYMBOL = re.compile(r"\bvllm/((?:\w+/)*?\w+?)(?:\.(?:cpython|abi3|pypy)[\w.-]*)?\.so"
+                               r"\S*: undefined symbol(?::\s*(\S+)|\s+(_Z\S+))")
 #: Itanium-mangled names in PyTorch's C++ namespaces (``_ZN2at``, ``_ZNK3c10``, ``_ZN5torch``):
 #: the missing symbol is PyTorch's own, so the installed PyTorch is not the one vLLM's
 #: extension was compiled against (PyTorch keeps no C++ ABI between minor releases).
@@ -171,6 +171,10 @@ TORCH_PINS: tuple[tuple[str, str, str, str], ...] = (
     # pyproject.toml pinned torch == 2.1.2 on 2024-02-21, 0.3.2's release day (PR #2804 review
     # thread); main moved to 2.2.1 in early April 2024 (issue #3987). Only 0.3.2-0.3.3 are
     # certainly inside that window.
+    # a maintainer, 2023-11-14: main uses PyTorch 2.1.0 and 0.2.2 will as well (the source
+    # URL below); 0.2.1's build still pinned 2.0.1 in pyproject.toml, as quoted in
+    # https://github.com/vllm-project/vllm/issues/1283
+    ("0.2.2", "0.2.3", "2.1.0", "https://github.com/vllm-project/vllm/issues/1661"),
     ("0.3.2", "0.4.0", "2.1.2", "https://github.com/vllm-project/vllm/pull/2804"),
     # 0.10.1.1 depends on torch 2.7.1 (NovaSky-AI/SkyRL PR #218); 2.8.0 came with PR #20358
     ("0.10.1", "0.10.2", "2.7.1", "https://github.com/NovaSky-AI/SkyRL/pull/218"),
@@ -197,9 +201,28 @@ def torch_pin(version: str | None) -> str | None:
                  if version_tuple(low) <= have < version_tuple(high)), None)
 
 
+def _extension_symbol(found: re.Match) -> tuple[None, str, str]:
+    """(None, module, symbol) of an :data:`_EXTENSION_SYMBOL` match: the module as Python
+    names it (``_C``, ``quantization_ops``, ``vllm_flash_attn._vllm_fa2_C``; a source
+    checkout's own ``vllm/`` directory above the package is dropped), indexed like the match
+    the callers read."""
+    module = found[1]
+    while module.startswith("vllm/"):
+        module = module[len("vllm/"):]
+    return None, module.replace("/", "."), found[2] or found[3]
+
+
+def _in_tree(line: str) -> bool:
+    """The failing .so path is not under an installed package directory (site-packages,
+    dist-packages): a source checkout built in place."""
+    path = line[:_EXTENSION_SYMBOL.search(line).end(1)]
+    return not re.search(r"(?:site|dist)-packages", path)
+
+
 def extension_missing(lines: list[str], version: str | None = None) -> dict[str, Any] | None:
     for line in reversed(lines):
-        symbol = _EXTENSION_SYMBOL.search(line)
+        found = _EXTENSION_SYMBOL.search(line)
+        symbol = _extension_symbol(found) if found else None
         if symbol and not _DRIVER_SYMBOL.search(line):
             pin = torch_pin(version)
             pinned = (f"the PyTorch vLLM {version} pins ({pin})" if pin
@@ -218,7 +241,10 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
                             f"torch=={pin}, or pip install --force-reinstall vllm=={version}), "
                             "or a vLLM release built for the PyTorch you need" if pin else
                             "reinstall vLLM so that pip brings the PyTorch it pins, or install "
-                            "the vLLM wheel built for the installed PyTorch"))
+                            "the vLLM wheel built for the installed PyTorch") + (
+                        "; this extension lies outside site-packages (a source build): "
+                        "rebuild it against the installed PyTorch (pip install -e . "
+                        "--no-build-isolation inside the checkout)" if _in_tree(line) else ""))
             return _installation(
                 line,
                 checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
@@ -244,6 +270,36 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
                         "checkout (pip install -e . inside it); when a built vLLM is "
                         "installed, start from outside the source tree so that the checkout "
                         "does not shadow it"))
+    return _other_extension(lines)
+
+
+#: A shared object of another package (``transformer_engine_extensions*.so``,
+#: ``flash_attn_2_cuda*.so``) that cannot load a PyTorch C++ symbol.
+_OTHER_SYMBOL = re.compile(r"([\w.-]+?)(?:\.(?:cpython|abi3|pypy)[\w.-]*)?\.so\S*: undefined "
+                           r"symbol(?::\s*|\s+)(_Z\S+)")
+
+
+def _other_extension(lines: list[str]) -> dict[str, Any] | None:
+    """Another package's compiled extension, imported at start-up, built against another
+    PyTorch than the installed one (the missing symbol is PyTorch's own, as above): that
+    package's build is the cause, not vLLM's and not a setting."""
+    for line in reversed(lines):
+        found = _OTHER_SYMBOL.search(line)
+        if not found or _EXTENSION_SYMBOL.search(line) or not _TORCH_SYMBOL.search(found[2]):
+            continue
+        name = found[1]
+        return _installation(
+            line,
+            checked=(f"the start imports the compiled extension {name} of another package "
+                     f"than vLLM, which needs the PyTorch C++ symbol {found[2][:80]} of the "
+                     "PyTorch it was compiled against"),
+            summary=(f"the compiled extension {name} (not vLLM's) was built against another "
+                     "PyTorch than the installed one (PyTorch symbol undefined): PyTorch was "
+                     "changed after that package was installed, or the package came from "
+                     "another environment; an installation problem, not a setting"),
+            change=(f"reinstall or rebuild the package that ships {name} against the "
+                    "installed PyTorch (the one vLLM pins), or uninstall it if nothing needs "
+                    "it"))
     return None
 
 
@@ -439,63 +495,3 @@ def _scheme(line: str, need: int | None, have: int | None, facts: dict[str, Any]
     else:
         return None
     return dict(summary=summary, change=change, changed_in=later, drop_fix=False)
-
-
-# ----------------------------------------------------------------------------- memory
-
-_NO_BLOCKS = re.compile(r"No available memory for the cache blocks", re.I)
-#: CUDA context, NCCL and a first block of cache: what must fit beside the weights (the
-#: memory block's runtime allowance, :data:`audit.kb.memory.RUNTIME_GIB`, plus one GiB).
-_BESIDE_WEIGHTS_GIB = RUNTIME_GIB + 1.0
-#: Above this fraction vLLM leaves the GPU no room for CUDA graphs and fragmentation: where
-#: the rule ``up-gpu-mem-util-no-cudagraph-headroom`` (audit/rules) starts to fire.
-_MAX_UTIL = 0.95
-#: The fraction a tensor-parallel size is proposed at: vLLM's default
-#: ``--gpu-memory-utilization`` through 0.19.x (0.92 from 0.20.0, audit/kb/data/vllm flag
-#: tables), the lower of the two, so the proposal also holds on the older releases.
-_PROPOSE_AT_UTIL = 0.9
-
-
-def memory_budget(lines: list[str], facts: dict[str, Any],
-                  util_default: float | None) -> dict[str, Any] | None:
-    line = next((x for x in reversed(lines) if _NO_BLOCKS.search(x)), None)
-    if line is None:
-        return None
-    memory, weights = facts.get("gpu_memory_bytes"), facts.get("weights_bytes")
-    util = facts.get("gpu_memory_utilization")
-    set_by_operator = util is not None
-    util = util if util is not None else util_default
-    shards = max(1, facts.get("tp") or 1) * max(1, facts.get("pp") or 1)
-    generic = ("raise --gpu-memory-utilization" + (f" (now {util})" if set_by_operator else "")
-               + ": it caps all of vLLM's GPU memory, weights included, and the KV cache gets "
-               "only what is left; or put fewer weights on each GPU (more "
-               "--tensor-parallel-size, a smaller quantization)")
-    if not memory or not weights:
-        return dict(setting="--gpu-memory-utilization", change=generic,
-                    value=util if set_by_operator else None)
-    mem_gib, w_gib = memory / _GIB, weights / shards / _GIB
-    need = math.ceil((w_gib + _BESIDE_WEIGHTS_GIB) / mem_gib * 100) / 100
-    source = facts.get("weights_source") or "weights"
-    budget = f"{util} x {mem_gib:.1f} GiB = {util * mem_gib:.1f} GiB" if util else None
-    over = util is not None and util * mem_gib < w_gib + _BESIDE_WEIGHTS_GIB
-    summary = (f"the weights ({w_gib:.1f} GiB per GPU; {source}) "
-               + (f"leave no room in the memory vLLM may use ({budget})" if over else
-                  f"and the memory vLLM may use ({budget or 'unknown'}) leave no KV cache"))
-    if need <= _MAX_UTIL:
-        change = (f"raise --gpu-memory-utilization to at least {need:.2f} "
-                  f"({need * mem_gib:.1f} GiB of {mem_gib:.1f} GiB: the weights plus "
-                  f"{_BESIDE_WEIGHTS_GIB:g} GiB for the runtime and a first KV cache)"
-                  + (f", now {util}" if set_by_operator else "")
-                  + "; or lower the weights per GPU (more --tensor-parallel-size, a smaller "
-                  "quantization)")
-    else:
-        tp = max(1, facts.get("tp") or 1)
-        more = next((n for n in (2, 4, 8) if n > tp and
-                     (weights / n / max(1, facts.get("pp") or 1) / _GIB
-                      + _BESIDE_WEIGHTS_GIB) / mem_gib <= _PROPOSE_AT_UTIL), None)
-        change = ("the weights do not fit one GPU at any --gpu-memory-utilization: "
-                  + (f"use --tensor-parallel-size {more}" if more else
-                     "use more GPUs (tensor parallelism)")
-                  + ", a smaller quantization, or a larger GPU")
-    return dict(setting="--gpu-memory-utilization", value=util if set_by_operator else None,
-                change=change, summary_prefix=summary, error_line=line)

@@ -47,10 +47,10 @@ from audit.kb.failed_start_causes import (
     cuda_runtime_missing,
     driver_too_old,
     extension_missing,
-    memory_budget,
     quant_capability,
     worker_forked_after_cuda,
 )
+from audit.kb.failed_start_memory import memory_budget
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
 from audit.kb.platform_values import applicable, platform_bound
@@ -96,7 +96,9 @@ class Explanation:
 
     ``kind``: unknown_flag | removed_flag | invalid_choice | bad_argument | raise_site |
     driver | installation | environment (the process environment vLLM was started in, e.g.
-    its worker start method) | correlated | named_in_message | exception | unrecognised.
+    its worker start method) | memory (no exception line, but vLLM's memory accounting in
+    the log left nothing for the KV cache) | correlated | named_in_message | exception |
+    unrecognised.
     ``setting``: the flag (``--kv-cache-dtype``), ``env:VLLM_X`` or ``hf:key`` that fed the
     check (None when none is known); ``value``: what the operator set; ``change``: one sentence;
     ``valid_values``: what the release accepts there; ``fix_argv``: the failing argv with
@@ -215,7 +217,7 @@ def _refine(out: Explanation, lines: list[str], version: str | None, release: Re
             facts: dict[str, Any], cc: float | None) -> None:
     """The cause behind a check the raise site names, from the report's facts: a
     quantization method's minimum capability by release, the weights against the memory
-    budget (:mod:`audit.kb.failed_start_causes`)."""
+    budget (:mod:`audit.kb.failed_start_causes`, :mod:`audit.kb.failed_start_memory`)."""
     found = quant_capability(lines, facts, version, f"{release:run}", cc)
     if found:
         if not found.pop("drop_fix"):
@@ -229,7 +231,11 @@ def _refine(out: Explanation, lines: list[str], version: str | None, release: Re
         line = budget.pop("error_line", None)
         for key, value in budget.items():
             setattr(out, key, value)
-        if prefix:
+        if prefix and out.kind == "unrecognised":
+            # no exception line: vLLM's own memory accounting in the log is the cause
+            out.kind, out.error_line = "memory", line
+            out.summary = prefix
+        elif prefix:
             out.summary = f"{prefix}; vLLM stopped: {(line or out.error_line or '').strip()}"
         elif out.kind in ("exception", "unrecognised"):
             # the memory check's own words name the setting: no longer "nothing explains it"

@@ -18,7 +18,7 @@ from typing import Any
 
 from audit.kb.catalogue import params_from_name
 from audit.kb.flags import parse_argv
-from audit.kb.geometry import detect_quantization
+from audit.kb.geometry import detect_quantization, find_model
 from audit.kb.modelparams import BYTES_PER_PARAM
 
 
@@ -101,6 +101,10 @@ def _weights(files: dict[str, Any], model: str | None,
     # The memory rules' own labelling (audit.kb.geometry), so this estimate and theirs agree.
     label, _how = detect_quantization(facts.get("quant_method") or facts.get("quantization"),
                                       None, model)
+    if label is None:
+        # no marker: the checkpoint's native format where models.yaml states it (gpt-oss
+        # ships MXFP4 experts), as the memory rules assume (audit.kb.context model_block)
+        label = (find_model(model) or {}).get("native_dtype")
     key = label if label in BYTES_PER_PARAM else "bf16"
     return int(params * 1e9 * BYTES_PER_PARAM[key]), (
         f"estimate: {params:g}B parameters (from the model name) x {BYTES_PER_PARAM[key]} "

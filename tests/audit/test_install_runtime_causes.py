@@ -52,6 +52,7 @@ def test_without_a_known_pin_the_change_still_names_the_pytorch_mismatch() -> No
 
 
 @pytest.mark.parametrize(("version", "pin"), [
+    ("0.2.2", "2.1.0"), ("0.2.1", None), ("0.2.3", None),
     ("0.3.2", "2.1.2"), ("0.3.3", "2.1.2"), ("0.3.1", None), ("0.4.0", None),
     ("0.10.1.1", "2.7.1"),
     ("0.14.0", "2.9.1"), ("0.19.0", "2.10.0"), (None, None), ("0.25.1", None)])
@@ -65,6 +66,42 @@ def test_a_non_pytorch_symbol_stays_the_generic_extension_mismatch() -> None:
             "symbol: _Z17cutlass_moe_mm_sm90v")
     out = _explained([line], "0.9.2")
     assert out.kind == "installation" and "another PyTorch/CUDA" in out.summary
+
+
+def test_a_per_kernel_extension_of_an_old_release_is_read_like_vllm_c() -> None:
+    """Releases up to 0.2.x shipped one extension per kernel family; a PyTorch symbol missing
+    from any of them is the same mismatch, with 0.2.2's pinned PyTorch (2.1.0)."""
+    line = ("ImportError: /home/u/.venv/lib/python3.9/site-packages/vllm/attention_ops.cpython-"
+            "39-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi")
+    out = _explained([line], "0.2.2")
+    assert out.kind == "installation" and "vllm.attention_ops" in out.summary
+    assert "another PyTorch than the installed one" in out.summary
+    assert "pip install torch==2.1.0" in out.change
+    assert "source build" not in out.change
+
+
+def test_an_in_tree_build_is_told_to_rebuild_and_a_quote_without_colon_is_read() -> None:
+    line = ("ImportError: /home/u/src/vllm/vllm/_C.abi3.so: undefined symbol "
+            "_ZN3c106ivalue14ConstantString6createE")
+    out = _explained([line], None)
+    assert out.kind == "installation" and "vllm._C " in out.summary
+    assert "source build" in out.change and "--no-build-isolation" in out.change
+
+
+def test_a_pytorch_symbol_missing_in_another_package_names_that_package() -> None:
+    line = ("ImportError: /usr/lib/python3/dist-packages/transformer_engine_extensions.cpython-"
+            "310-x86_64-linux-gnu.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameE")
+    out = _explained([line], "0.3.3")
+    assert out.kind == "installation" and "vLLM's compiled extension" not in out.summary
+    assert "transformer_engine_extensions (not vLLM's)" in out.summary
+    assert "transformer_engine_extensions" in out.change and "vllm==" not in out.change
+
+
+def test_a_non_pytorch_symbol_in_another_package_is_not_read_as_a_pytorch_mismatch() -> None:
+    line = ("ImportError: /usr/lib/python3/dist-packages/foo_ext.cpython-310-x86_64-linux-gnu"
+            ".so: undefined symbol: _Z9cutlass_mmv")
+    out = _explained([line], "0.6.3")
+    assert out.kind != "installation" and "PyTorch" not in out.summary
 
 
 # ----------------------------------------------------------------------------- CUDA runtime
