@@ -85,4 +85,4 @@ def test_measure_script_reads_set_2(capsys):
 
 def test_measure_script_refuses_an_unknown_set():
     with pytest.raises(SystemExit, match="unknown set"):
-        blind_measure.main(["--set", "9"])
+        blind_measure.main(["--set", "99"])
