@@ -15,6 +15,11 @@ from packaging.version import InvalidVersion, Version
 
 from audit.kb.vllm_tables import spelling_index, table
 
+#: The program argparse names in its error line: ``vllm: error: ...`` is the ``vllm`` command
+#: (``vllm serve`` ran, so a second ``serve`` is a stray word), ``api_server.py: error: ...``
+#: the API server module, which takes no ``serve`` and no positional model.
+_PROGRAM = re.compile(r"^\s*(?:[\w.-]+[/\\])*([\w.-]+): error:")
+
 
 def flag_positions(argv: list[str], spellings: set[str]) -> list[int]:
     return [i for i, t in enumerate(argv)
@@ -106,3 +111,56 @@ PLACEHOLDER = re.compile(r"<[^>]*>|\$\{?\w+|^\.\.\.$|…")
 def argv_known(argv: list[str]) -> bool:
     """True when ``argv`` is the command that ran: non-empty, with no placeholder."""
     return bool(argv) and not any(PLACEHOLDER.search(t) for t in argv)
+
+
+def launcher_word(line: str, word: str, argv: list[str]) -> dict:
+    """Explanation fields (``setting``, ``value``, ``summary``, ``change``, ``fix_argv``) of a
+    positional ``word`` the launcher refused, read from which program refused it (the error
+    line's ``PROG: error:``):
+
+    * ``serve`` refused by ``vllm``: ``vllm serve`` already ran and the command repeats it, as
+      when ``vllm serve MODEL`` is written after an image whose entrypoint is ``vllm serve``;
+      the fix drops the repeated words and keeps the model first;
+    * ``serve`` refused by the API server module: it takes no ``serve``; the model goes in
+      ``--model``;
+    * any other word: the API server module takes no positional model: ``--model``."""
+    match = _PROGRAM.match(line)
+    program = match.group(1) if match else None
+    if word == "serve" and program == "vllm":
+        return {"setting": "serve", "value": word,
+                "summary": "the command repeats `vllm serve` after a launcher that already "
+                           "runs it (an image whose entrypoint is `vllm serve` takes the "
+                           "model as its first word)",
+                "change": "drop the repeated `vllm serve`; the model comes first",
+                "fix_argv": _without_serve(argv, as_flag=False)}
+    if word == "serve":
+        return {"setting": "serve", "value": word,
+                "summary": "the launcher refused 'serve': it is the API server module (or "
+                           "an image whose entrypoint runs it), not `vllm serve`",
+                "change": "drop `vllm serve` from the command and pass the model as --model",
+                "fix_argv": _without_serve(argv, as_flag=True)}
+    out = [t for t in argv if t != "serve"]
+    fix = None
+    if word in out:
+        index = out.index(word)
+        fix = out[:index] + ["--model", word] + out[index + 1:]
+    return {"setting": "--model", "value": word,
+            "summary": f"the launcher refused {word!r}: it is not `vllm serve`, which takes "
+                       "the model as a positional word",
+            "change": f"pass the model as --model {word} (and no `serve`), or start "
+                      "`vllm serve`",
+            "fix_argv": fix}
+
+
+def _without_serve(argv: list[str], as_flag: bool) -> list[str] | None:
+    """``argv`` with its last ``[vllm] serve`` taken out (the repeated one, after the image or
+    launcher) and, with ``as_flag``, the positional model after it passed as ``--model``;
+    None when ``serve`` is not in it."""
+    if "serve" not in argv:
+        return None
+    index = len(argv) - 1 - argv[::-1].index("serve")
+    start = index - 1 if index and argv[index - 1] == "vllm" else index
+    rest = argv[index + 1:]
+    if as_flag and rest and not rest[0].startswith("-"):
+        rest = ["--model", *rest]
+    return argv[:start] + rest

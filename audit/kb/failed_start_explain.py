@@ -41,6 +41,7 @@ from audit.kb.failed_start_argv import (
     command_text,
     edit_argv,
     flag_positions,
+    launcher_word,
     public_version,
 )
 from audit.kb.failed_start_causes import (
@@ -377,43 +378,10 @@ def _unknown_flag(line: str, spelling: str, argv: list[str], release: str) -> Ex
 
 
 def _positional(line: str, word: str, argv: list[str], release: str) -> Explanation:
-    """A word the launcher did not take: the API server module (and images whose entrypoint
-    runs it) takes no ``serve`` and no positional model; ``--model`` names the model. The
-    refused word may be ``serve`` itself (``vllm serve`` written after such an image)."""
-    out = [t for t in argv if t != "serve"]
-    base = {"kind": "unknown_flag", "error_line": line, "release": release,
-            "checked": f"vLLM {release:run}'s argument parser: the launcher takes no "
-                       "positional words"}
-    if word == "serve":
-        return Explanation(
-            **base, setting="serve", value=word,
-            summary="the launcher refused 'serve': it is the API server module (or an image "
-                    "whose entrypoint runs it), not `vllm serve`",
-            change="drop `vllm serve` from the command and pass the model as --model",
-            fix_argv=_without_serve(argv))
-    fix = None
-    if word in out:
-        index = out.index(word)
-        fix = out[:index] + ["--model", word] + out[index + 1:]
-    return Explanation(
-        **base, setting="--model", value=word,
-        summary=f"the launcher refused {word!r}: it is not `vllm serve`, which takes the "
-                "model as a positional word",
-        change=f"pass the model as --model {word} (and no `serve`), or start `vllm serve`",
-        fix_argv=fix)
-
-
-def _without_serve(argv: list[str]) -> list[str] | None:
-    """``argv`` with ``[vllm] serve`` taken out and the positional model after it passed as
-    ``--model``; None when ``serve`` is not in it."""
-    if "serve" not in argv:
-        return None
-    index = argv.index("serve")
-    start = index - 1 if index and argv[index - 1] == "vllm" else index
-    rest = argv[index + 1:]
-    if rest and not rest[0].startswith("-"):
-        rest = ["--model", *rest]
-    return argv[:start] + rest
+    """A word the launcher did not take (:func:`audit.kb.failed_start_argv.launcher_word`)."""
+    return Explanation(kind="unknown_flag", error_line=line, release=release,
+                       checked=f"vLLM {release:run}'s argument parser: the launcher takes no "
+                               "positional words", **launcher_word(line, word, argv))
 
 
 def _rename(argv: list[str], name: str, new: str | None) -> list[str] | None:
