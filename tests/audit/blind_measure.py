@@ -8,7 +8,8 @@ Usage::
 ``tests/audit/blind_cases_2/``, ``--set 3`` reads ``tests/audit/blind_cases_3/``, ``--set 4``
 reads ``tests/audit/blind_cases_4/``, ``--set 5`` reads ``tests/audit/blind_cases_5/``,
 ``--set 6`` reads ``tests/audit/blind_cases_6/``, ``--set 7`` reads ``tests/audit/blind_cases_7/``,
-``--set 8`` reads ``tests/audit/blind_cases_8/``, ``--set 9`` reads ``tests/audit/blind_cases_9/``;
+``--set 8`` reads ``tests/audit/blind_cases_8/``, ``--set 9`` reads ``tests/audit/blind_cases_9/``,
+``--set 11`` reads ``tests/audit/blind_cases_11/``;
 ``--dir`` names any directory of case files in the same format.
 
 For every case: the rules that fire at low severity or above (severity, id), the rules whose
@@ -39,7 +40,8 @@ from audit.kb.failed_start_facts import facts_of  # noqa: E402
 SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2", "3": HERE / "blind_cases_3",
         "4": HERE / "blind_cases_4", "5": HERE / "blind_cases_5",
         "6": HERE / "blind_cases_6", "7": HERE / "blind_cases_7",
-        "8": HERE / "blind_cases_8", "9": HERE / "blind_cases_9"}
+        "8": HERE / "blind_cases_8", "9": HERE / "blind_cases_9",
+        "11": HERE / "blind_cases_11"}
 BLIND = SETS["1"]
 _TAGS = ("kind", "startup_failure", "near_miss", "cause_established")
 
