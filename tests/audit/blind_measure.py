@@ -4,12 +4,8 @@ Usage::
 
     .venv/bin/python tests/audit/blind_measure.py [--set N | --dir PATH] [CASE_PREFIX ...]
 
-``--set 1`` (the default) reads ``tests/audit/blind_cases/``, ``--set 2`` reads
-``tests/audit/blind_cases_2/``, ``--set 3`` reads ``tests/audit/blind_cases_3/``, ``--set 4``
-reads ``tests/audit/blind_cases_4/``, ``--set 5`` reads ``tests/audit/blind_cases_5/``,
-``--set 6`` reads ``tests/audit/blind_cases_6/``, ``--set 7`` reads ``tests/audit/blind_cases_7/``,
-``--set 8`` reads ``tests/audit/blind_cases_8/``, ``--set 9`` reads ``tests/audit/blind_cases_9/``,
-``--set 10`` reads ``tests/audit/blind_cases_10/``;
+``--set N`` reads ``tests/audit/blind_cases_N/`` (``--set 1``, the default, reads
+``tests/audit/blind_cases/``); the known sets are the keys of :data:`SETS`;
 ``--dir`` names any directory of case files in the same format.
 
 For every case: the rules that fire at low severity or above (severity, id), the rules whose
@@ -41,7 +37,7 @@ SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2", "3": HERE / "bli
         "4": HERE / "blind_cases_4", "5": HERE / "blind_cases_5",
         "6": HERE / "blind_cases_6", "7": HERE / "blind_cases_7",
         "8": HERE / "blind_cases_8", "9": HERE / "blind_cases_9",
-        "10": HERE / "blind_cases_10"}
+        "10": HERE / "blind_cases_10", "11": HERE / "blind_cases_11"}
 BLIND = SETS["1"]
 _TAGS = ("kind", "startup_failure", "near_miss", "cause_established")
 

@@ -18,7 +18,7 @@ import test_blind_cases_2 as set2  # noqa: E402
 import test_blind_cases_3 as set3  # noqa: E402
 
 #: Set number -> its first case number (30 cases each).
-FIRST = {5: 701, 6: 801, 7: 901, 8: 1001, 9: 1101, 10: 1201}
+FIRST = {5: 701, 6: 801, 7: 901, 8: 1001, 9: 1101, 10: 1201, 11: 1301}
 CASES = [pytest.param(path, id=path.stem[:3]) for number in FIRST
          for path in blindsets.cases(number)]
 
