@@ -51,7 +51,7 @@ from audit.kb.failed_start_causes import (
     quant_capability,
     worker_forked_after_cuda,
 )
-from audit.kb.failed_start_devices import gpu_not_visible
+from audit.kb.failed_start_devices import gpu_not_visible, nccl_failed
 from audit.kb.failed_start_memory import memory_budget
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
@@ -211,8 +211,10 @@ def _environment(lines: list[str], env: dict[str, str] | None, version: str | No
                  facts: dict[str, Any]) -> Explanation | None:
     """Workers forked after CUDA was initialised: the worker start method
     (:func:`audit.kb.failed_start_causes.worker_forked_after_cuda`); a process that saw no
-    GPU, or not the one CUDA_VISIBLE_DEVICES named (:mod:`audit.kb.failed_start_devices`)."""
-    found = worker_forked_after_cuda(lines, env, version) or gpu_not_visible(lines, env, facts)
+    GPU, or not the one CUDA_VISIBLE_DEVICES named, and NCCL failing to link the workers'
+    GPUs (:mod:`audit.kb.failed_start_devices`)."""
+    found = worker_forked_after_cuda(lines, env, version) \
+        or gpu_not_visible(lines, env, facts) or nccl_failed(lines)
     return Explanation(**found) if found else None
 
 

@@ -61,3 +61,24 @@ def test_valid_indices_are_not_blamed() -> None:
 def test_other_errors_are_left_to_their_own_causes() -> None:
     out = _explain(["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"])
     assert out.kind != "environment"
+
+
+def test_nccl_system_error_points_at_shared_memory_and_transport() -> None:
+    out = _explain(["torch.distributed.DistBackendError: NCCL error in: "
+                    "ProcessGroupNCCL.cpp:1333, unhandled system error (run with "
+                    "NCCL_DEBUG=INFO for details), NCCL version 2.18.1"])
+    assert out.kind == "environment" and out.setting is None
+    assert "/dev/shm" in out.summary
+    assert "NCCL_DEBUG=INFO" in out.change and "--ipc=host" in out.change
+
+
+def test_nccl_cuda_error_points_at_peer_to_peer() -> None:
+    out = _explain(["[rank0]: RuntimeError: NCCL error: unhandled cuda error "
+                    "(run with NCCL_DEBUG=INFO for details)"])
+    assert out.kind == "environment" and "peer-to-peer" in out.summary
+    assert "NCCL_P2P_DISABLE=1" in out.change
+
+
+def test_other_nccl_errors_are_not_given_these_causes() -> None:
+    out = _explain(["RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN)"])
+    assert out.kind != "environment"
