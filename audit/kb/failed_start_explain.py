@@ -51,6 +51,7 @@ from audit.kb.failed_start_causes import (
     quant_capability,
     worker_forked_after_cuda,
 )
+from audit.kb.failed_start_devices import gpu_not_visible, nccl_failed
 from audit.kb.failed_start_memory import memory_budget
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
@@ -168,7 +169,7 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
     release = Release(table_rel, version)
     where = (platform, cc)
     out = _argparse(lines, argv, release, where) or _driver(lines, facts) \
-        or _installation(lines, version, facts) or _environment(lines, env, version) \
+        or _installation(lines, version, facts) or _environment(lines, env, version, facts) \
         or _architecture(lines, argv, release) \
         or _sites(lines, argv, version, where)
     # an installation problem is the cause whatever words of the error match a setting
@@ -206,11 +207,14 @@ def _installation(lines: list[str], version: str | None,
     return Explanation(**found) if found else None
 
 
-def _environment(lines: list[str], env: dict[str, str] | None,
-                 version: str | None) -> Explanation | None:
+def _environment(lines: list[str], env: dict[str, str] | None, version: str | None,
+                 facts: dict[str, Any]) -> Explanation | None:
     """Workers forked after CUDA was initialised: the worker start method
-    (:func:`audit.kb.failed_start_causes.worker_forked_after_cuda`)."""
-    found = worker_forked_after_cuda(lines, env, version)
+    (:func:`audit.kb.failed_start_causes.worker_forked_after_cuda`); a process that saw no
+    GPU, or not the one CUDA_VISIBLE_DEVICES named, and NCCL failing to link the workers'
+    GPUs (:mod:`audit.kb.failed_start_devices`)."""
+    found = worker_forked_after_cuda(lines, env, version) \
+        or gpu_not_visible(lines, env, facts) or nccl_failed(lines)
     return Explanation(**found) if found else None
 
 
