@@ -37,7 +37,8 @@ SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2", "3": HERE / "bli
         "4": HERE / "blind_cases_4", "5": HERE / "blind_cases_5",
         "6": HERE / "blind_cases_6", "7": HERE / "blind_cases_7",
         "8": HERE / "blind_cases_8", "9": HERE / "blind_cases_9",
-        "10": HERE / "blind_cases_10", "11": HERE / "blind_cases_11"}
+        "10": HERE / "blind_cases_10", "11": HERE / "blind_cases_11",
+        "13": HERE / "blind_cases_13"}
 BLIND = SETS["1"]
 _TAGS = ("kind", "startup_failure", "near_miss", "cause_established")
 
