@@ -25,6 +25,7 @@ V1_07 = "upx-v1-engine-forced-pre-ampere-0-7"
 SOFTCAP = "upx-gemma2-softcap-xformers-pre-ampere"
 ROPE = "upx-llama3-rope-scaling-before-0-5-3-post1"
 BITBLAS = "upx-gptq-bitblas-override-pre-ampere-0-8-5"
+TOOLS = "upx-tool-parser-unused-without-auto-tool-choice"
 LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192, "rope_type": "llama3"}
 
@@ -160,3 +161,25 @@ def test_gptq_on_0_8_5_below_ampere_is_flagged(gpu) -> None:
 def test_bitblas_rule_is_quiet_elsewhere(gpu, flags, version) -> None:
     argv = serve("Qwen/Qwen2.5-14B-Instruct-GPTQ-Int4", *flags)
     assert _finding(gpu, argv, version, BITBLAS) is None
+
+
+# ------------------------------------------------------------- tool parser gating
+
+def test_tool_parser_without_auto_tool_choice_is_unused_from_0_14() -> None:
+    argv = serve("HuggingFaceTB/SmolLM2-135M-Instruct", "--tool-call-parser", "hermes")
+    found = _finding("NVIDIA L4", argv, "0.28.0", TOOLS)
+    assert found is not None and found.severity == "medium"
+    assert "--enable-auto-tool-choice" in found.remediation
+
+
+@pytest.mark.parametrize(("model", "flags", "version"), [
+    ("Qwen/Qwen3-8B", ("--tool-call-parser", "hermes", "--enable-auto-tool-choice"), "0.28.0"),
+    ("Qwen/Qwen3-8B", ("--tool-call-parser", "hermes"), "0.13.0"),
+    ("mistralai/Mistral-7B-Instruct-v0.3", ("--tool-call-parser", "mistral",
+                                            "--tokenizer-mode", "mistral"), "0.28.0"),
+    ("openai/gpt-oss-20b", ("--tool-call-parser", "openai"), "0.28.0"),
+    ("Qwen/Qwen3-8B", (), "0.28.0"),
+])
+def test_tool_parser_rule_is_quiet_where_the_parser_loads_or_is_not_needed(
+        model, flags, version) -> None:
+    assert _finding("NVIDIA L4", serve(model, *flags), version, TOOLS) is None
