@@ -20,12 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
 from rkit import host_report, serve  # noqa: E402
 
 KB = load_rules()
-V1 = "upx-v1-engine-forced-pre-ampere-before-0-10-2"
+V1 = "known-v1-engine-forced-pre-ampere-before-0-10-2"
 V1_07 = "upx-v1-engine-forced-pre-ampere-0-7"
-SOFTCAP = "upx-gemma2-softcap-xformers-pre-ampere"
-ROPE = "upx-llama3-rope-scaling-before-0-5-3-post1"
-BITBLAS = "upx-gptq-bitblas-override-pre-ampere-0-8-5"
-TOOLS = "upx-tool-parser-unused-without-auto-tool-choice"
+SOFTCAP = "known-gemma2-softcap-xformers-pre-ampere"
+ROPE = "upx-llama31-rope-needs-vllm-0-5-3"
+BITBLAS = "known-gptq-bitblas-override-pre-ampere-0-8-5"
+TOOLS = "known-tool-parser-unused-without-auto-tool-choice"
 LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192, "rope_type": "llama3"}
 
