@@ -399,6 +399,8 @@ REPAIRS: dict[str, Repair] = {
         "reasoning_parser", "kimi_k2", "kimi_k2 separates the reasoning"),
     "upx-deepep-without-expert-parallel": _set_value(
         "enable_expert_parallel", True, "DeepEP is an expert-parallel backend"),
+    "known-tool-parser-unused-without-auto-tool-choice": _set_value(
+        "enable_auto_tool_choice", True, "the release loads the tool parser only with it"),
     "upx-awq-forced-legacy-kernel": _set_value(
         "quantization", None, "vLLM picks awq_marlin for an AWQ checkpoint by itself"),
     "upx-gptoss-forced-backend-without-sinks": _set_value(
