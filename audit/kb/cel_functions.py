@@ -79,7 +79,10 @@ def check_version(value: str) -> None:
 
 
 def version_in(value: str | None, spec: str | None) -> bool:
-    """True when ``value`` (or the X.Y.Z release it is a build of) is inside ``spec``."""
+    """True when ``value`` (or the release it is a build of) is inside ``spec``. A dev, rc or
+    local build of X.Y.Z counts as X.Y.Z; a post release X.Y.Z.postN is a release of its own,
+    after X.Y.Z (``version_lt("0.5.3.post1", "0.5.3.post1")`` is False), and its builds count
+    as it."""
     if value is None or spec is None:
         return False
     parsed = _version(str(value))
@@ -88,8 +91,16 @@ def version_in(value: str | None, spec: str | None) -> bool:
     specifier = _specifier(str(spec))
     if specifier.contains(parsed, prereleases=True):
         return True
-    release = _version(parsed.base_version)
+    release = _version(_release_of(parsed))
     return release is not None and specifier.contains(release, prereleases=True)
+
+
+def _release_of(parsed: Version) -> str:
+    """The release a build is of: ``parsed`` without its pre, dev and local parts, its post
+    part kept (PEP 440's ``base_version`` drops that too)."""
+    post = f".post{parsed.post}" if parsed.post is not None else ""
+    epoch = f"{parsed.epoch}!" if parsed.epoch else ""
+    return epoch + ".".join(map(str, parsed.release)) + post
 
 
 def version_lt(value: str | None, bound: str | None) -> bool:

@@ -328,6 +328,12 @@ def test_a_metric_rule_that_does_not_apply_says_nothing_even_without_metrics(tmp
     ("0.30.0rc1", ">=0.30.0", True),
     ("0.25.1", ">=0.26.0,<=0.30.0", False),
     ("0.30.1", "<=0.30.0", False),
+    # a post release is a release of its own, after X.Y.Z, and its builds count as it
+    ("0.5.3.post1", "<0.5.3.post1", False),
+    ("0.5.3.post1.dev2", "<0.5.3.post1", False),
+    ("0.5.3", "<0.5.3.post1", True),
+    ("0.5.3.post1", ">=0.5.3.post1", True),
+    ("0.5.3.post1", ">=0.5.3,<0.5.4", True),
     (None, ">=0.1", False),
     ("not-a-version", ">=0.1", False),
 ])
