@@ -144,6 +144,12 @@ SCENARIOS: list[tuple[str, str, dict[str, Any], str | None]] = [
      {"vllm.version": "0.8.5", "gpu.memory_gib": 24.0}, None),
     # FP8 KV: crash-level on Volta and on AMD without FP8; e5m2 and FP8 GPUs are spared.
     ("up-fp8-kv-pre-ada", "plain", {"gpu": V100, "flags.kv_cache_dtype": "fp8"}, "high"),
+    ("up-fp8-kv-pre-ada", "plain", {"gpu": A100, "flags.kv_cache_dtype": "fp8"}, "medium"),
+    # e5m2 on Ampere is storage only, upcast for the math: the rule's own fallback, quiet
+    ("up-fp8-kv-pre-ada", "plain", {"gpu": A100, "flags.kv_cache_dtype": "fp8_e5m2"}, None),
+    ("up-fp8-kv-pre-ada", "plain",
+     {"gpu": {**A100, "cc": None, "compute_capability": None},
+      "flags.kv_cache_dtype": "fp8_e5m2"}, None),
     ("up-fp8-kv-pre-ada", "plain", {"gpu": V100, "flags.kv_cache_dtype": "fp8_e5m2"},
      "medium"),
     ("up-fp8-kv-pre-ada", "plain", {"gpu": W7900, "flags.kv_cache_dtype": "fp8"}, "high"),
