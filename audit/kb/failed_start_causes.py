@@ -158,9 +158,10 @@ _NO_EXTENSION = re.compile(r"No module named \W?(vllm\._\w*C)\b")
 #: up to 0.2.x shipped one extension per kernel family (``vllm/quantization_ops``,
 #: ``vllm/attention_ops``, ``vllm/cache_ops``, ...), later ones ``_moe_C``, ``_flashmla_C`` and
 #: ``vllm_flash_attn/_vllm_fa2_C``. The colon after "undefined symbol" is dropped by some
-#: quotes; then only an Itanium-mangled name (``_Z…``) is read as the symbol.
+#: quotes; then only an Itanium-mangled name (``_Z…``) is read as the symbol. A quote that
+#: cuts the symbol off ("undefined symbol:", "undefined symbol error") still names the cause.
 _EXTENSION_SYMBOL = re.compile(r"\bvllm/((?:\w+/)*?\w+?)(?:\.(?:cpython|abi3|pypy)[\w.-]*)?\.so"
-                               r"\S*: undefined symbol(?::\s*(\S+)|\s+(_Z\S+))")
+                               r"\S*:? undefined symbol(?::\s*(\S+)|\s+(_Z\S+))?")
 #: Itanium-mangled names in PyTorch's C++ namespaces (``_ZN2at``, ``_ZNK3c10``, ``_ZN5torch``):
 #: the missing symbol is PyTorch's own, so the installed PyTorch is not the one vLLM's
 #: extension was compiled against (PyTorch keeps no C++ ABI between minor releases).
@@ -201,7 +202,7 @@ def torch_pin(version: str | None) -> str | None:
                  if version_tuple(low) <= have < version_tuple(high)), None)
 
 
-def _extension_symbol(found: re.Match) -> tuple[None, str, str]:
+def _extension_symbol(found: re.Match) -> tuple[None, str, str | None]:
     """(None, module, symbol) of an :data:`_EXTENSION_SYMBOL` match: the module as Python
     names it (``_C``, ``quantization_ops``, ``vllm_flash_attn._vllm_fa2_C``; a source
     checkout's own ``vllm/`` directory above the package is dropped), indexed like the match
@@ -227,7 +228,7 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
             pin = torch_pin(version)
             pinned = (f"the PyTorch vLLM {version} pins ({pin})" if pin
                       else "the PyTorch version that vLLM release pins")
-            if _TORCH_SYMBOL.search(symbol[2]):
+            if symbol[2] and _TORCH_SYMBOL.search(symbol[2]):
                 return _installation(
                     line,
                     checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
@@ -248,11 +249,12 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
             return _installation(
                 line,
                 checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
-                         f"which needs the symbol {symbol[2]} from the PyTorch/CUDA it was "
-                         "built against"),
+                         f"which needs the symbol {symbol[2] or '(not quoted)'} from the "
+                         "PyTorch/CUDA it was built against"),
                 summary=(f"vLLM's compiled extension vllm.{symbol[1]} was built for another "
                          "PyTorch/CUDA than the one installed (undefined symbol "
-                         f"{symbol[2][:80]}): an installation problem, not a setting"),
+                         f"{(symbol[2] or 'not quoted in the log')[:80]}): an installation "
+                         "problem, not a setting"),
                 change=(f"install the vLLM wheel built for the installed PyTorch (or {pinned}"
                         "), or rebuild vLLM from source against it"))
         missing = _NO_EXTENSION.search(line)

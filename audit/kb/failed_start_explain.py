@@ -53,6 +53,7 @@ from audit.kb.failed_start_causes import (
 )
 from audit.kb.failed_start_devices import gpu_not_visible, nccl_failed
 from audit.kb.failed_start_memory import memory_budget
+from audit.kb.failed_start_stages import no_kernel_for_gpu, wrapper_stage
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
 from audit.kb.platform_values import applicable, platform_bound
@@ -183,6 +184,7 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
             named.changed_in = named.changed_in or out.changed_in
         out = named or out or _bare(lines)
     _refine(out, lines, version, release, facts, cc)
+    _stage(out, lines, facts)
     out.release = str(out.release or release)
     out.release_note = out.release_note or note
     _whose(out, argv, release, env)
@@ -201,10 +203,26 @@ def _driver(lines: list[str], facts: dict[str, Any]) -> Explanation | None:
 def _installation(lines: list[str], version: str | None,
                   facts: dict[str, Any]) -> Explanation | None:
     """vLLM's compiled extension missing or built for another PyTorch/CUDA, or the CUDA
-    runtime the wheels were built for absent: the installation, not a setting
-    (:func:`audit.kb.failed_start_causes.extension_missing`, ``cuda_runtime_missing``)."""
-    found = extension_missing(lines, version) or cuda_runtime_missing(lines, facts)
+    runtime the wheels were built for absent, or a build without kernels for the GPU: the
+    installation, not a setting (:func:`audit.kb.failed_start_causes.extension_missing`,
+    ``cuda_runtime_missing``; :func:`audit.kb.failed_start_stages.no_kernel_for_gpu`)."""
+    found = extension_missing(lines, version) or cuda_runtime_missing(lines, facts) \
+        or no_kernel_for_gpu(lines, facts, version)
     return Explanation(**found) if found else None
+
+
+def _stage(out: Explanation, lines: list[str], facts: dict[str, Any]) -> None:
+    """Nothing named the cause and the excerpt's error is only vLLM's start-up wrapper: say
+    which stage failed and where the real error is (:func:`audit.kb.failed_start_stages.
+    wrapper_stage`). A non-wrapper exception the excerpt quotes keeps its own summary."""
+    if out.kind not in ("exception", "unrecognised") or out.change is not None:
+        return
+    if out.kind == "exception" and not WRAPPER.search(out.error_line or ""):
+        return
+    found = wrapper_stage(lines, facts)
+    if found:
+        for key, value in found.items():
+            setattr(out, key, value)
 
 
 def _environment(lines: list[str], env: dict[str, str] | None, version: str | None,
