@@ -82,6 +82,8 @@ def no_kernel_for_gpu(lines: list[str], facts: dict[str, Any],
     what = f"{gpu} (compute capability {cc:.1f}, {_sm(cc)})" if cc else gpu
     have = version_tuple(version)
     quant = facts.get("quant_method") or facts.get("quantization")
+    if facts.get("platform") == "rocm" or _HIP.search(line):
+        return _no_kernel_rocm(line, gpu, quant)
     checked = ("the CUDA runtime found no kernel compiled for this GPU's architecture in the "
                "binary it was asked to run (cudaErrorNoKernelImageForDevice)"
                if not torch else "PyTorch compares the GPU's compute capability with the "
@@ -112,6 +114,28 @@ def no_kernel_for_gpu(lines: list[str], facts: dict[str, Any],
                                   "format or attention backend" if quant else ""))
     return dict(kind="installation", error_line=line, setting=None, checked=checked,
                 summary=summary + ": an installation problem, not a setting", change=change)
+
+
+_HIP = re.compile(r"\bHIP error\b|hipErrorNoBinaryForGpu|\bROCm\b", re.I)
+
+
+def _no_kernel_rocm(line: str, gpu: str, quant: str | None) -> dict[str, Any]:
+    """The same failure on an AMD GPU: ROCm builds carry kernels per gfx target
+    (``PYTORCH_ROCM_ARCH``, vLLM's ROCm installation docs), not per CUDA compute
+    capability."""
+    return dict(
+        kind="installation", error_line=line, setting=None,
+        checked="the HIP runtime found no kernel compiled for this GPU's gfx target in the "
+                "binary it was asked to run",
+        summary=f"the installed ROCm build has no kernel compiled for {gpu}'s gfx target: "
+                "vLLM's wheel or image, its PyTorch, or the kernel library of one feature path"
+                + (f" (this checkpoint's {quant} kernels)" if quant else "")
+                + " was built for other AMD GPU architectures: an installation problem, not a "
+                "setting",
+        change="check that the ROCm image or build of vLLM and PyTorch lists this GPU's gfx "
+               "target (PYTORCH_ROCM_ARCH when building from source); install an image built "
+               "for it" + ("; if only one feature fails, try another quantization format or "
+                           "attention backend" if quant else ""))
 
 
 # ----------------------------------------------------------------------------- wrappers

@@ -50,6 +50,17 @@ def test_no_kernel_image_on_a_pascal_gpu_says_it_is_below_vllms_minimum() -> Non
     assert out.kind == "installation" and "below the compute capability 7.0" in out.summary
 
 
+def test_no_kernel_image_on_an_amd_gpu_speaks_of_gfx_targets_not_cuda() -> None:
+    """HIP's form of the error on an Instinct GPU: the advice is ROCm's (gfx targets,
+    PYTORCH_ROCM_ARCH), never CUDA's compute capability or TORCH_CUDA_ARCH_LIST."""
+    line = ("torch.AcceleratorError: HIP error: no kernel image is available for execution "
+            "on the device")
+    out = _explain([line], "0.14.0", "AMD Instinct MI355X")
+    assert out.kind == "installation" and "HIP runtime" in out.checked
+    assert "gfx target" in out.summary and "PYTORCH_ROCM_ARCH" in out.change
+    assert "CUDA" not in out.checked + out.change and "TORCH_CUDA_ARCH_LIST" not in out.change
+
+
 def test_pytorchs_capability_warning_reads_the_gpu_from_the_line() -> None:
     line = ("NVIDIA GeForce RTX 5070 Ti with CUDA capability sm_120 is not compatible with the "
             "current PyTorch installation. The current PyTorch install supports CUDA "
