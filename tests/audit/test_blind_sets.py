@@ -1,4 +1,4 @@
-"""Blind sets 5-15 (tests/audit/blind_cases_<n>/*.json) stay usable: every case file is
+"""Blind sets 5-17 (tests/audit/blind_cases_<n>/*.json) stay usable: every case file is
 well formed and turns into a report the dashboard accepts, through the same casekit path the
 measurement uses. The per-case checks are sets 2 and 3's (imported, not copied). Deliberately
 no assertion on what the knowledge base finds: a set measures the judgement (README there),
@@ -19,7 +19,7 @@ import test_blind_cases_3 as set3  # noqa: E402
 
 #: Set number -> its first case number (30 cases each).
 FIRST = {5: 701, 6: 801, 7: 901, 8: 1001, 9: 1101, 10: 1201, 11: 1301, 12: 1401,
-         13: 1501, 14: 1601, 15: 1701}
+         13: 1501, 14: 1601, 15: 1701, 17: 1901}
 CASES = [pytest.param(path, id=path.stem[:3]) for number in FIRST
          for path in blindsets.cases(number)]
 
