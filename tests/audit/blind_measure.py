@@ -40,7 +40,7 @@ SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2", "3": HERE / "bli
         "10": HERE / "blind_cases_10", "11": HERE / "blind_cases_11",
         "12": HERE / "blind_cases_12", "13": HERE / "blind_cases_13",
         "14": HERE / "blind_cases_14", "15": HERE / "blind_cases_15",
-        "16": HERE / "blind_cases_16"}
+        "16": HERE / "blind_cases_16", "17": HERE / "blind_cases_17"}
 BLIND = SETS["1"]
 _TAGS = ("kind", "startup_failure", "near_miss", "cause_established")
 
