@@ -54,6 +54,7 @@ from audit.kb.failed_start_causes import (
 from audit.kb.failed_start_devices import gpu_not_visible, nccl_failed
 from audit.kb.failed_start_memory import memory_budget
 from audit.kb.failed_start_ray import ray_cluster
+from audit.kb.failed_start_spec import draft_vocab_mismatch
 from audit.kb.failed_start_stages import no_kernel_for_gpu, wrapper_stage
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
@@ -689,9 +690,11 @@ def _specific(value: str) -> bool:
 
 
 def _architecture(lines: list[str], argv: list[str], release: str) -> Explanation | None:
-    """The model registry's refusal (:mod:`audit.kb.failed_start_architecture`)."""
+    """The model registry's refusal (:mod:`audit.kb.failed_start_architecture`), or a draft
+    model whose vocabulary size differs from the target's (:mod:`.failed_start_spec`)."""
     model = _settings(argv, release).get("--model", (None, None))[1]
-    found = architecture(lines, release, getattr(release, "running", None), model)
+    found = architecture(lines, release, getattr(release, "running", None), model) \
+        or draft_vocab_mismatch(lines, argv)
     return Explanation(**found) if found else None
 
 
