@@ -53,6 +53,8 @@ from audit.kb.failed_start_causes import (
 )
 from audit.kb.failed_start_devices import gpu_not_visible, nccl_failed
 from audit.kb.failed_start_memory import memory_budget
+from audit.kb.failed_start_ray import ray_cluster
+from audit.kb.failed_start_spec import draft_vocab_mismatch
 from audit.kb.failed_start_stages import no_kernel_for_gpu, wrapper_stage
 from audit.kb.flags import parse_argv
 from audit.kb.flags_defaults import REMOVED_FLAGS, SECRET_FLAGS
@@ -170,7 +172,7 @@ def explain(lines: list[str], argv: list[str] | None, version: str | None, *,
     release = Release(table_rel, version)
     where = (platform, cc)
     out = _argparse(lines, argv, release, where) or _driver(lines, facts) \
-        or _installation(lines, version, facts) or _environment(lines, env, version, facts) \
+        or _installation(lines, version, facts) or _environment(lines, env, version, facts, argv) \
         or _architecture(lines, argv, release) \
         or _sites(lines, argv, version, where)
     # an installation problem is the cause whatever words of the error match a setting
@@ -226,13 +228,13 @@ def _stage(out: Explanation, lines: list[str], facts: dict[str, Any]) -> None:
 
 
 def _environment(lines: list[str], env: dict[str, str] | None, version: str | None,
-                 facts: dict[str, Any]) -> Explanation | None:
+                 facts: dict[str, Any], argv: list[str]) -> Explanation | None:
     """Workers forked after CUDA was initialised: the worker start method
     (:func:`audit.kb.failed_start_causes.worker_forked_after_cuda`); a process that saw no
-    GPU, or not the one CUDA_VISIBLE_DEVICES named, and NCCL failing to link the workers'
-    GPUs (:mod:`audit.kb.failed_start_devices`)."""
-    found = worker_forked_after_cuda(lines, env, version) \
-        or gpu_not_visible(lines, env, facts) or nccl_failed(lines)
+    GPU, or not the one CUDA_VISIBLE_DEVICES named, NCCL failing to link the workers' GPUs
+    (:mod:`audit.kb.failed_start_devices`), and Ray's placement (:mod:`.failed_start_ray`)."""
+    found = worker_forked_after_cuda(lines, env, version) or gpu_not_visible(lines, env, facts) \
+        or nccl_failed(lines) or ray_cluster(lines, argv, env)
     return Explanation(**found) if found else None
 
 
@@ -688,9 +690,11 @@ def _specific(value: str) -> bool:
 
 
 def _architecture(lines: list[str], argv: list[str], release: str) -> Explanation | None:
-    """The model registry's refusal (:mod:`audit.kb.failed_start_architecture`)."""
+    """The model registry's refusal (:mod:`audit.kb.failed_start_architecture`), or a draft
+    model whose vocabulary size differs from the target's (:mod:`.failed_start_spec`)."""
     model = _settings(argv, release).get("--model", (None, None))[1]
-    found = architecture(lines, release, getattr(release, "running", None), model)
+    found = architecture(lines, release, getattr(release, "running", None), model) \
+        or draft_vocab_mismatch(lines, argv)
     return Explanation(**found) if found else None
 
 
