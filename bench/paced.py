@@ -47,11 +47,9 @@ from common import (  # noqa: E402
     setup_django,
 )
 from ingest import build_jobs, open_lanes  # noqa: E402
-from soak import backend_pids, cpu_seconds, tree  # noqa: E402
+from soak import FLEET_REPORTS_PER_S, backend_pids, cpu_seconds, tree  # noqa: E402
 
 DATABASE = "fleet_bench_paced"
-#: 10,000 hosts reporting every 30 s (the sizing unit of BENCHMARKS.md and the README).
-FLEET_REPORTS_PER_S = 10_000 / 30
 BACK_TO_BACK = 0.0
 
 
