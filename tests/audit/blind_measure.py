@@ -33,14 +33,20 @@ from audit.kb.engine import SEVERITY_RANK, load_rules  # noqa: E402
 from audit.kb.failed_start_explain import explain  # noqa: E402
 from audit.kb.failed_start_facts import facts_of  # noqa: E402
 
-SETS = {"1": HERE / "blind_cases", "2": HERE / "blind_cases_2", "3": HERE / "blind_cases_3",
-        "4": HERE / "blind_cases_4", "5": HERE / "blind_cases_5",
-        "6": HERE / "blind_cases_6", "7": HERE / "blind_cases_7",
-        "8": HERE / "blind_cases_8", "9": HERE / "blind_cases_9",
-        "10": HERE / "blind_cases_10", "11": HERE / "blind_cases_11",
-        "12": HERE / "blind_cases_12", "13": HERE / "blind_cases_13",
-        "14": HERE / "blind_cases_14", "15": HERE / "blind_cases_15",
-        "16": HERE / "blind_cases_16", "17": HERE / "blind_cases_17"}
+
+def _sets() -> dict[str, Path]:
+    """Set number (as typed after ``--set``) -> its directory: ``blind_cases`` is set 1,
+    ``blind_cases_<n>`` set n. Read from the directories present, so a new set needs no edit
+    here."""
+    found = {"1": HERE / "blind_cases"}
+    for path in HERE.glob("blind_cases_*"):
+        number = path.name.rsplit("_", 1)[1]
+        if path.is_dir() and number.isdigit():
+            found[number] = path
+    return found
+
+
+SETS = _sets()
 BLIND = SETS["1"]
 _TAGS = ("kind", "startup_failure", "near_miss", "cause_established")
 

@@ -12,13 +12,13 @@ import blind_measure  # noqa: E402
 import casekit  # noqa: E402
 import test_blind_cases_2 as set2  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
 SET_SIZE = 30
 
 
 def directory(number: int) -> Path:
-    """``tests/audit/blind_cases`` for set 1, ``blind_cases_<n>`` after."""
-    return HERE / ("blind_cases" if number == 1 else f"blind_cases_{number}")
+    """``tests/audit/blind_cases`` for set 1, ``blind_cases_<n>`` after
+    (:data:`blind_measure.SETS`; KeyError for a set that is not on disk)."""
+    return blind_measure.SETS[str(number)]
 
 
 def cases(number: int) -> list[Path]:

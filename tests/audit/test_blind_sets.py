@@ -14,13 +14,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import blindsets  # noqa: E402
+import casekit  # noqa: E402
 import test_blind_cases_2 as set2  # noqa: E402
 import test_blind_cases_3 as set3  # noqa: E402
 
 #: Set number -> its first case number (30 cases each).
 FIRST = {5: 701, 6: 801, 7: 901, 8: 1001, 9: 1101, 10: 1201, 11: 1301, 12: 1401,
          13: 1501, 14: 1601, 15: 1701, 16: 1801, 17: 1901}
-CASES = [pytest.param(path, id=path.stem[:3]) for number in FIRST
+CASES = [pytest.param(path, id=casekit.case_id(path)) for number in FIRST
          for path in blindsets.cases(number)]
 
 
