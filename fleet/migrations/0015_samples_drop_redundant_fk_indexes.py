@@ -13,6 +13,9 @@ on SQLite.
 import django.db.models.deletion
 from django.db import migrations, models
 
+# The names Django gave the foreign keys' indexes when it created the tables (its schema
+# editor's _create_index_name(table, [column], suffix="") hash); 0012 kept them when it made the
+# tables partitioned.
 DROP = ('DROP INDEX IF EXISTS "fleet_gpusample_gpu_id_3e3b595f";'
         'DROP INDEX IF EXISTS "fleet_metricsample_server_id_1f3a2e23";')
 CREATE = ('CREATE INDEX IF NOT EXISTS "fleet_gpusample_gpu_id_3e3b595f" '
