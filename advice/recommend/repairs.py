@@ -401,6 +401,8 @@ REPAIRS: dict[str, Repair] = {
         "enable_expert_parallel", True, "DeepEP is an expert-parallel backend"),
     "known-tool-parser-unused-without-auto-tool-choice": _set_value(
         "enable_auto_tool_choice", True, "the release loads the tool parser only with it"),
+    "known-gptq-bitblas-override-pre-ampere-0-8-5": _set_value(
+        "quantization", "gptq", "gptq keeps the exllama kernels instead of gptq_bitblas"),
     "upx-awq-forced-legacy-kernel": _set_value(
         "quantization", None, "vLLM picks awq_marlin for an AWQ checkpoint by itself"),
     "upx-gptoss-forced-backend-without-sinks": _set_value(

@@ -129,6 +129,23 @@ def test_a_wrong_tool_parser_on_plain_qwen3_gets_hermes() -> None:
     assert "hermes for plain Qwen3" in finding.remediation
 
 
+def test_a_gptq_checkpoint_on_turing_with_0_8_5_gets_the_flag_its_finding_names() -> None:
+    """The finding's cure is --quantization gptq; the recommended command carries it, so it
+    never says "no flag clears it" next to a finding whose remediation names one."""
+    report = host_report("Tesla T4", 1, serve("TheBloke/Llama-2-7B-Chat-GPTQ"), version="0.8.5",
+                         template=None)
+    from audit.kb.context import build_context
+    rule = "known-gptq-bitblas-override-pre-ampere-0-8-5"
+    finding = next(f for f in KB.evaluate(build_context(report["servers"][0], report))
+                   if f.rule_id == rule)
+    assert "--quantization gptq" in finding.remediation
+    item = recommend_report(report, kb=KB)["servers"][0]
+    assert item["status"] == "ok", item["notes"]
+    argv = item["replicas"][0]["argv"]
+    assert argv[argv.index("--quantization") + 1] == "gptq"
+    assert rule in next(r for r in item["diff"] if r["flag"] == "--quantization")["reason"]
+
+
 def _config(name: str) -> dict[str, Any]:
     from casekit import model_files_of
     return model_files_of({"model_config": name})
