@@ -110,7 +110,7 @@ def absence(chat_template: dict[str, Any] | None, errors: list[Any],
     parsed argv (:func:`audit.kb.flags.parse_argv`)."""
     if chat_template or values.get("chat_template"):
         return False, None
-    said = next((str(e) for e in errors or [] if _NONE_IN_FILES.match(str(e))), None)
+    said = next(iter(model_file_lines(errors)), None)
     if said is None:
         return False, None
     source = values.get("tokenizer") or values.get("model")
