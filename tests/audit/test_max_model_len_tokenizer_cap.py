@@ -8,26 +8,20 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from audit.kb.context import build_context
-from audit.kb.engine import load_rules
+from hostfinding import finding
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
-from rkit import host_report, serve  # noqa: E402
+from rkit import serve  # noqa: E402
 
-KB = load_rules()
 RULE = "known-max-model-len-capped-by-tokenizer-0-9-1"
 MODEL = "OpenGVLab/InternVL3-14B"
 
 
 def _finding(version: str, *flags: str, served_len: int | None = None):
-    report = host_report("NVIDIA A100-SXM4-80GB", 1, serve(MODEL, *flags), version=version,
-                         template=None)
-    server = report["servers"][0]
-    if served_len is not None:  # what GET /v1/models answered on the running server
-        server["models"] = [{"id": MODEL, "max_model_len": served_len}]
-    return next((f for f in KB.evaluate(build_context(server, report))
-                 if f.rule_id == RULE), None)
+    # served_len: what GET /v1/models answered on the running server
+    models = None if served_len is None else [{"id": MODEL, "max_model_len": served_len}]
+    return finding(RULE, "NVIDIA A100-SXM4-80GB", serve(MODEL, *flags), version,
+                   models=models)
 
 
 def test_explicit_length_on_0_9_1_names_the_silent_cap_and_the_fix() -> None:

@@ -8,27 +8,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from hostfinding import finding
 
-from audit.kb.context import build_context
-from audit.kb.engine import load_rules
 from audit.kb.templates import absence
 from fleet_agent.ondisk import NO_TEMPLATE_IN_FILES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
 from rkit import host_report, serve  # noqa: E402
 
-KB = load_rules()
 RULE = "tpl-no-chat-template"
 NONE_READ = f"chat template: {NO_TEMPLATE_IN_FILES}HF cache snapshot org/m@abc123"
 NOT_READ = "chat template: org/m@main not in HF cache /root/.cache/huggingface/hub"
 
 
 def _finding(argv: list[str], version: str = "0.11.2", errors: tuple = (NONE_READ,)):
-    report = host_report("NVIDIA H100 80GB HBM3", 8, argv, version=version, template=None)
-    server = report["servers"][0]
-    server["errors"] = list(errors)
-    return next((f for f in KB.evaluate(build_context(server, report))
-                 if f.rule_id == RULE), None)
+    return finding(RULE, "NVIDIA H100 80GB HBM3", argv, version, count=8, errors=list(errors))
 
 
 def test_the_agents_line_is_what_decides() -> None:

@@ -12,14 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from audit.kb.context import build_context
-from audit.kb.engine import load_rules
+from hostfinding import KB, finding
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
-from rkit import host_report, serve  # noqa: E402
+from rkit import serve  # noqa: E402
 
-KB = load_rules()
 V1 = "known-v1-engine-forced-pre-ampere-before-0-10-2"
 V1_07 = "upx-v1-engine-forced-pre-ampere-0-7"
 SOFTCAP = "known-gemma2-softcap-xformers-pre-ampere"
@@ -32,17 +29,7 @@ LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
 
 def _finding(gpu: str, argv: list[str], version: str | None, rule_id: str, *,
              env: dict | None = None, config: dict[str, Any] | None = None):
-    report = host_report(gpu, 1, argv, version=version or "0.9.2", template=None)
-    server = report["servers"][0]
-    if version is None:
-        server["vllm_version"] = server["installed_vllm_version"] = None
-    if env:
-        server["env"] = env
-    if config:
-        server["model_files"] = {"source": f"hf-cache:{argv[2]}@{'0' * 40}",
-                                 "config": config, "weights_bytes": None, "errors": []}
-    return next((f for f in KB.evaluate(build_context(server, report))
-                 if f.rule_id == rule_id), None)
+    return finding(rule_id, gpu, argv, version, env=env, config=config)
 
 
 def _log_rules(line: str) -> set[str]:

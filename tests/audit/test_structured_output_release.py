@@ -4,28 +4,15 @@ is built here; near misses stay quiet."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from hostfinding import finding
 
-from audit.kb.context import build_context
-from audit.kb.engine import load_rules
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
-from rkit import host_report  # noqa: E402
-
-KB = load_rules()
 RULE = "known-xgrammar-tool-choice-required-min-items-0-8"
 TOOLS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
 
 
 def _finding(extra: list[str], version: str, env: dict | None = None):
     argv = ["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct", *extra]
-    report = host_report("NVIDIA L40S", 1, argv, version=version, template=None)
-    server = report["servers"][0]
-    if env:
-        server["env"] = env
-    return next((f for f in KB.evaluate(build_context(server, report))
-                 if f.rule_id == RULE), None)
+    return finding(RULE, "NVIDIA L40S", argv, version, env=env)
 
 
 def test_forced_xgrammar_with_tool_calls_on_0_8_4_warns_of_required_tool_choice() -> None:
