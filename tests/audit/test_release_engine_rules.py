@@ -10,28 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from audit.kb.context import build_context
-from audit.kb.engine import load_rules
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommend"))
-from rkit import host_report, serve  # noqa: E402
+from hostfinding import KB, finding  # noqa: E402
+from rkit import serve  # noqa: E402
 
-KB = load_rules()
 PP = "known-pipeline-parallel-before-0-5-1"
 V0 = "known-preemption-mode-forces-v0-engine"
 R1 = "known-deepseek-r1-parser-needs-start-tag-before-0-7-3"
 
 
 def _finding(argv: list[str], version: str | None, rule_id: str, env: dict | None = None):
-    report = host_report("NVIDIA A100-SXM4-80GB", 2, argv, version=version or "0.9.2",
-                         template=None)
-    server = report["servers"][0]
-    if version is None:
-        server["vllm_version"] = server["installed_vllm_version"] = None
-    if env:
-        server["env"] = env
-    return next((f for f in KB.evaluate(build_context(server, report))
-                 if f.rule_id == rule_id), None)
+    return finding(rule_id, "NVIDIA A100-SXM4-80GB", argv, version, count=2, env=env)
 
 
 # ----------------------------------------------------------------------------- pipeline
