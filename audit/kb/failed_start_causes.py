@@ -186,7 +186,7 @@ TORCH_PINS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def _installation(line: str, *, checked: str, summary: str, change: str) -> dict[str, Any]:
+def installation_cause(line: str, *, checked: str, summary: str, change: str) -> dict[str, Any]:
     """An explanation of kind ``installation`` (the environment, not a setting) for the error
     ``line``: the shape :func:`audit.kb.failed_start_explain.explain` turns into a finding."""
     return dict(kind="installation", error_line=line, setting=None, checked=checked,
@@ -229,7 +229,7 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
             pinned = (f"the PyTorch vLLM {version} pins ({pin})" if pin
                       else "the PyTorch version that vLLM release pins")
             if symbol[2] and _TORCH_SYMBOL.search(symbol[2]):
-                return _installation(
+                return installation_cause(
                     line,
                     checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
                              f"which needs the PyTorch C++ symbol {symbol[2][:80]} of the "
@@ -246,7 +246,7 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
                         "; this extension lies outside site-packages (a source build): "
                         "rebuild it against the installed PyTorch (pip install -e . "
                         "--no-build-isolation inside the checkout)" if _in_tree(line) else ""))
-            return _installation(
+            return installation_cause(
                 line,
                 checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
                          f"which needs the symbol {symbol[2] or '(not quoted)'} from the "
@@ -259,7 +259,7 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
                         "), or rebuild vLLM from source against it"))
         missing = _NO_EXTENSION.search(line)
         if missing:
-            return _installation(
+            return installation_cause(
                 line,
                 checked=(f"importing vLLM loads its compiled extension {missing[1]}, which "
                          "only a built vLLM has"),
@@ -290,7 +290,7 @@ def _other_extension(lines: list[str]) -> dict[str, Any] | None:
         if not found or _EXTENSION_SYMBOL.search(line) or not _TORCH_SYMBOL.search(found[2]):
             continue
         name = found[1]
-        return _installation(
+        return installation_cause(
             line,
             checked=(f"the start imports the compiled extension {name} of another package "
                      f"than vLLM, which needs the PyTorch C++ symbol {found[2][:80]} of the "
@@ -339,7 +339,7 @@ def cuda_runtime_missing(lines: list[str], facts: dict[str, Any]) -> dict[str, A
               if driver_short and major in MIN_DRIVER else
               f"; the driver must support CUDA {major} (Linux {MIN_DRIVER[major]} or newer)"
               if major in MIN_DRIVER else "")
-    return _installation(
+    return installation_cause(
         line,
         checked=(f"importing vLLM loads its compiled extension and PyTorch, linked against "
                  f"the CUDA {major} runtime ({lib}), which the loader did not find"),
