@@ -147,6 +147,10 @@ _PROCESS_WRAPPER = re.compile(
     r"WorkerProc failed to start|Engine process failed to start", re.I)
 _METHOD = re.compile(r"Error executing method '?(\w+)'?\. This might cause deadlock|"
                      r"while processing method (\w+)", re.I)
+_PROFILING = (
+    "the memory-profiling forward pass",
+    "CUDA out of memory in the profiling pass (lower --max-num-batched-tokens or "
+    "--max-model-len), or a kernel failing on its first use")
 #: Start-up stage of each worker method (module docstring), and what fails there.
 STAGES: dict[str, tuple[str, str]] = {
     "init_device": (
@@ -161,14 +165,9 @@ STAGES: dict[str, tuple[str, str]] = {
         "CUDA out of memory for the weights (tensor parallelism or a smaller/quantized "
         "checkpoint), or a checkpoint the loader cannot read (missing or renamed weight "
         "names, an unsupported quantization)"),
-    "determine_num_available_blocks": (
-        "the memory-profiling forward pass",
-        "CUDA out of memory in the profiling pass (lower --max-num-batched-tokens or "
-        "--max-model-len), or a kernel failing on its first use"),
-    "determine_available_memory": (
-        "the memory-profiling forward pass",
-        "CUDA out of memory in the profiling pass (lower --max-num-batched-tokens or "
-        "--max-model-len), or a kernel failing on its first use"),
+    # V0's and V1's names of the same profiling step
+    "determine_num_available_blocks": _PROFILING,
+    "determine_available_memory": _PROFILING,
     "initialize_cache": (
         "allocating the KV cache (and, before the V1 engine, warming up and capturing CUDA "
         "graphs)",
