@@ -186,7 +186,7 @@ TORCH_PINS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def _installation(line: str, *, checked: str, summary: str, change: str) -> dict[str, Any]:
+def installation_cause(line: str, *, checked: str, summary: str, change: str) -> dict[str, Any]:
     """An explanation of kind ``installation`` (the environment, not a setting) for the error
     ``line``: the shape :func:`audit.kb.failed_start_explain.explain` turns into a finding."""
     return dict(kind="installation", error_line=line, setting=None, checked=checked,
@@ -202,41 +202,39 @@ def torch_pin(version: str | None) -> str | None:
                  if version_tuple(low) <= have < version_tuple(high)), None)
 
 
-def _extension_symbol(found: re.Match) -> tuple[None, str, str | None]:
-    """(None, module, symbol) of an :data:`_EXTENSION_SYMBOL` match: the module as Python
-    names it (``_C``, ``quantization_ops``, ``vllm_flash_attn._vllm_fa2_C``; a source
-    checkout's own ``vllm/`` directory above the package is dropped), indexed like the match
-    the callers read."""
+def _extension_symbol(found: re.Match) -> tuple[str, str | None]:
+    """(module, symbol) of an :data:`_EXTENSION_SYMBOL` match: the module as Python names it
+    (``_C``, ``quantization_ops``, ``vllm_flash_attn._vllm_fa2_C``; a source checkout's own
+    ``vllm/`` directory above the package is dropped), the symbol None when not quoted."""
     module = found[1]
     while module.startswith("vllm/"):
         module = module[len("vllm/"):]
-    return None, module.replace("/", "."), found[2] or found[3]
+    return module.replace("/", "."), found[2] or found[3]
 
 
-def _in_tree(line: str) -> bool:
-    """The failing .so path is not under an installed package directory (site-packages,
-    dist-packages): a source checkout built in place."""
-    path = line[:_EXTENSION_SYMBOL.search(line).end(1)]
-    return not re.search(r"(?:site|dist)-packages", path)
+def _in_tree(found: re.Match) -> bool:
+    """The failing .so path of an :data:`_EXTENSION_SYMBOL` match is not under an installed
+    package directory (site-packages, dist-packages): a source checkout built in place."""
+    return not re.search(r"(?:site|dist)-packages", found.string[:found.end(1)])
 
 
 def extension_missing(lines: list[str], version: str | None = None) -> dict[str, Any] | None:
     for line in reversed(lines):
         found = _EXTENSION_SYMBOL.search(line)
-        symbol = _extension_symbol(found) if found else None
-        if symbol and not _DRIVER_SYMBOL.search(line):
+        if found and not _DRIVER_SYMBOL.search(line):
+            module, symbol = _extension_symbol(found)
             pin = torch_pin(version)
             pinned = (f"the PyTorch vLLM {version} pins ({pin})" if pin
                       else "the PyTorch version that vLLM release pins")
-            if symbol[2] and _TORCH_SYMBOL.search(symbol[2]):
-                return _installation(
+            if symbol and _TORCH_SYMBOL.search(symbol):
+                return installation_cause(
                     line,
-                    checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
-                             f"which needs the PyTorch C++ symbol {symbol[2][:80]} of the "
+                    checked=(f"importing vLLM loads its compiled extension vllm.{module}, "
+                             f"which needs the PyTorch C++ symbol {symbol[:80]} of the "
                              "PyTorch it was compiled against"),
-                    summary=(f"vLLM's compiled extension vllm.{symbol[1]} was built against "
+                    summary=(f"vLLM's compiled extension vllm.{module} was built against "
                              "another PyTorch than the installed one (PyTorch symbol "
-                             f"{symbol[2][:60]} undefined): PyTorch was upgraded or downgraded "
+                             f"{symbol[:60]} undefined): PyTorch was upgraded or downgraded "
                              "after vLLM was installed; an installation problem, not a setting"),
                     change=(f"install the PyTorch vLLM {version} pins (pip install "
                             f"torch=={pin}, or pip install --force-reinstall vllm=={version}), "
@@ -245,21 +243,21 @@ def extension_missing(lines: list[str], version: str | None = None) -> dict[str,
                             "the vLLM wheel built for the installed PyTorch") + (
                         "; this extension lies outside site-packages (a source build): "
                         "rebuild it against the installed PyTorch (pip install -e . "
-                        "--no-build-isolation inside the checkout)" if _in_tree(line) else ""))
-            return _installation(
+                        "--no-build-isolation inside the checkout)" if _in_tree(found) else ""))
+            return installation_cause(
                 line,
-                checked=(f"importing vLLM loads its compiled extension vllm.{symbol[1]}, "
-                         f"which needs the symbol {symbol[2] or '(not quoted)'} from the "
+                checked=(f"importing vLLM loads its compiled extension vllm.{module}, "
+                         f"which needs the symbol {symbol or '(not quoted)'} from the "
                          "PyTorch/CUDA it was built against"),
-                summary=(f"vLLM's compiled extension vllm.{symbol[1]} was built for another "
+                summary=(f"vLLM's compiled extension vllm.{module} was built for another "
                          "PyTorch/CUDA than the one installed (undefined symbol "
-                         f"{(symbol[2] or 'not quoted in the log')[:80]}): an installation "
+                         f"{(symbol or 'not quoted in the log')[:80]}): an installation "
                          "problem, not a setting"),
                 change=(f"install the vLLM wheel built for the installed PyTorch (or {pinned}"
                         "), or rebuild vLLM from source against it"))
         missing = _NO_EXTENSION.search(line)
         if missing:
-            return _installation(
+            return installation_cause(
                 line,
                 checked=(f"importing vLLM loads its compiled extension {missing[1]}, which "
                          "only a built vLLM has"),
@@ -290,7 +288,7 @@ def _other_extension(lines: list[str]) -> dict[str, Any] | None:
         if not found or _EXTENSION_SYMBOL.search(line) or not _TORCH_SYMBOL.search(found[2]):
             continue
         name = found[1]
-        return _installation(
+        return installation_cause(
             line,
             checked=(f"the start imports the compiled extension {name} of another package "
                      f"than vLLM, which needs the PyTorch C++ symbol {found[2][:80]} of the "
@@ -339,7 +337,7 @@ def cuda_runtime_missing(lines: list[str], facts: dict[str, Any]) -> dict[str, A
               if driver_short and major in MIN_DRIVER else
               f"; the driver must support CUDA {major} (Linux {MIN_DRIVER[major]} or newer)"
               if major in MIN_DRIVER else "")
-    return _installation(
+    return installation_cause(
         line,
         checked=(f"importing vLLM loads its compiled extension and PyTorch, linked against "
                  f"the CUDA {major} runtime ({lib}), which the loader did not find"),

@@ -115,9 +115,29 @@ def gpu_not_visible(lines: list[str], env: dict[str, str] | None,
 #: more /dev/shm than the 64 MB default, so run with --ipc=host or a larger --shm-size;
 #: peer-to-peer between GPUs can be refused by the platform, NCCL_P2P_DISABLE=1 tests it;
 #: NCCL_IB_DISABLE=1 / NCCL_SOCKET_IFNAME pick the network transport).
-_NCCL_SYSTEM = re.compile(r"unhandled system error|\bncclSystemError\b", re.I)
-_NCCL_CUDA = re.compile(r"unhandled cuda error|\bncclUnhandledCudaError\b", re.I)
 _NCCL = re.compile(r"\bNCCL\b|\bnccl\w*Error\b", re.I)
+#: (the result code's words, checked, summary, change) for the two codes explained here.
+_NCCL_CAUSES = (
+    (re.compile(r"unhandled system error|\bncclSystemError\b", re.I),
+     "NCCL, setting up the communicator between vLLM's parallel workers, reported that a call "
+     "to the operating system failed (ncclSystemError)",
+     "NCCL could not set up communication between the GPUs: a system call failed, commonly "
+     "shared memory (/dev/shm) too small inside a container, or the network transport between "
+     "nodes (sockets, InfiniBand/RoCE)",
+     "run the start again with NCCL_DEBUG=INFO to see the call that failed; in a container "
+     "give it shared memory (docker --ipc=host or --shm-size of a few GB); across nodes set "
+     "NCCL_SOCKET_IFNAME to the interface the nodes share and try NCCL_IB_DISABLE=1 to rule "
+     "out InfiniBand/RoCE"),
+    (re.compile(r"unhandled cuda error|\bncclUnhandledCudaError\b", re.I),
+     "NCCL, setting up the communicator between vLLM's parallel workers, reported that a CUDA "
+     "call failed (ncclUnhandledCudaError)",
+     "NCCL could not set up communication between the GPUs: a CUDA call inside NCCL failed, "
+     "commonly direct peer-to-peer access between the GPUs that the platform refuses (PCIe "
+     "ACS/IOMMU, virtual machines), or GPUs that are busy or unusable for another process",
+     "run the start again with NCCL_DEBUG=INFO to see the CUDA call that failed; try "
+     "NCCL_P2P_DISABLE=1 (peer-to-peer off, slower but it tells the cause), and check with "
+     "nvidia-smi that the GPUs are free and healthy"),
+)
 
 
 def nccl_failed(lines: list[str]) -> dict[str, Any] | None:
@@ -126,28 +146,8 @@ def nccl_failed(lines: list[str]) -> dict[str, Any] | None:
     for line in reversed(lines):
         if not _NCCL.search(line):
             continue
-        if _NCCL_SYSTEM.search(line):
-            return dict(
-                kind="environment", error_line=line,
-                checked="NCCL, setting up the communicator between vLLM's parallel workers, "
-                "reported that a call to the operating system failed (ncclSystemError)",
-                summary="NCCL could not set up communication between the GPUs: a system call "
-                "failed, commonly shared memory (/dev/shm) too small inside a container, or "
-                "the network transport between nodes (sockets, InfiniBand/RoCE)",
-                change="run the start again with NCCL_DEBUG=INFO to see the call that failed; "
-                "in a container give it shared memory (docker --ipc=host or --shm-size of a "
-                "few GB); across nodes set NCCL_SOCKET_IFNAME to the interface the nodes share "
-                "and try NCCL_IB_DISABLE=1 to rule out InfiniBand/RoCE")
-        if _NCCL_CUDA.search(line):
-            return dict(
-                kind="environment", error_line=line,
-                checked="NCCL, setting up the communicator between vLLM's parallel workers, "
-                "reported that a CUDA call failed (ncclUnhandledCudaError)",
-                summary="NCCL could not set up communication between the GPUs: a CUDA call "
-                "inside NCCL failed, commonly direct peer-to-peer access between the GPUs "
-                "that the platform refuses (PCIe ACS/IOMMU, virtual machines), or GPUs that "
-                "are busy or unusable for another process",
-                change="run the start again with NCCL_DEBUG=INFO to see the CUDA call that "
-                "failed; try NCCL_P2P_DISABLE=1 (peer-to-peer off, slower but it tells the "
-                "cause), and check with nvidia-smi that the GPUs are free and healthy")
+        for words, checked, summary, change in _NCCL_CAUSES:
+            if words.search(line):
+                return dict(kind="environment", error_line=line, checked=checked,
+                            summary=summary, change=change)
     return None

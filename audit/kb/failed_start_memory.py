@@ -65,6 +65,9 @@ _MAX_UTIL = 0.95
 #: ``--gpu-memory-utilization`` through 0.19.x (0.92 from 0.20.0, audit/kb/data/vllm flag
 #: tables), the lower of the two, so the proposal also holds on the older releases.
 _PROPOSE_AT_UTIL = 0.9
+#: The tensor-parallel sizes proposed, smallest first: the power-of-two sizes up to one
+#: 8-GPU node (vLLM's TP must divide the attention heads, which these do for common models).
+_TP_STEPS = (2, 4, 8)
 _CHECKED = ("vLLM gives the KV cache what is left of gpu_memory_utilization x the GPU's "
             "memory after the weights, the profiling run's activation peak and the memory "
             "outside PyTorch, and refuses to start with none left (check_enough_kv_cache_memory "
@@ -79,6 +82,16 @@ def _last(pattern: re.Pattern, lines: list[str]) -> tuple[str, float] | None:
         if found:
             return line, float(found[1])
     return None
+
+
+def _up(fraction: float) -> float:
+    """A --gpu-memory-utilization rounded up to the hundredth, so that it covers the need."""
+    return math.ceil(fraction * 100) / 100
+
+
+def _sizes(facts: dict[str, Any]) -> tuple[int, int]:
+    """(TP, PP) of the facts, each at least 1."""
+    return max(1, facts.get("tp") or 1), max(1, facts.get("pp") or 1)
 
 
 def _strip(line: str) -> str:
@@ -104,26 +117,27 @@ def memory_budget(lines: list[str], facts: dict[str, Any],
     set_by_operator = util is not None
     if util is None:
         util = logged_util[1] if logged_util else util_default
-    shards = max(1, facts.get("tp") or 1) * max(1, facts.get("pp") or 1)
+    tp, pp = _sizes(facts)
     loaded = _last(_WEIGHTS, lines)
     weights = facts.get("weights_bytes")
     if loaded:
         w_gib, source = loaded[1], "as vLLM logged them"
     elif weights:
-        w_gib, source = weights / shards / _GIB, facts.get("weights_source") or "weights"
+        w_gib, source = weights / (tp * pp) / _GIB, facts.get("weights_source") or "weights"
     else:
         w_gib, source = None, None
     now = f" (now {util})" if set_by_operator else ""
     seen = f"vLLM logged \"{_strip(left[0])}\"" if left else None
+    # the memory check's own words say what was checked; a log line alone needs it said
+    checked = {} if blocks else {"checked": _CHECKED}
     if not mem_gib or w_gib is None:
         change = ("raise --gpu-memory-utilization" + now + ": it caps all of vLLM's GPU "
                   "memory, weights included, and the KV cache gets only what is left; or put "
                   "fewer weights on each GPU (more --tensor-parallel-size, a smaller "
                   "quantization)" + (f", or {_PEAK}" if left else ""))
         out = dict(setting="--gpu-memory-utilization", change=change,
-                   value=util if set_by_operator else None)
+                   value=util if set_by_operator else None, **checked)
         if left:
-            out.update({} if blocks else {"checked": _CHECKED})
             out.update(summary_prefix=(
                 f"the weights, the profiling run's activation peak and the memory outside "
                 f"PyTorch exceed the memory vLLM may use by {short:.2f} GiB on each GPU "
@@ -139,8 +153,7 @@ def memory_budget(lines: list[str], facts: dict[str, Any],
                                      lines, facts)
     if seen:
         summary += f"; {seen}"
-    extra = {} if blocks else {"checked": _CHECKED}
-    return dict(**extra, setting="--gpu-memory-utilization",
+    return dict(**checked, setting="--gpu-memory-utilization",
                 value=util if set_by_operator else None, change=change,
                 summary_prefix=summary, error_line=line)
 
@@ -149,7 +162,7 @@ def _weights_over(w_gib: float, source: str, budget: str | None, over: bool, mem
                   util: float | None, now: str, weights: int | None,
                   facts: dict[str, Any]) -> tuple[str, str]:
     """The weights alone (with the runtime) do not fit the budget."""
-    need = math.ceil((w_gib + _BESIDE_WEIGHTS_GIB) / mem_gib * 100) / 100
+    need = _up((w_gib + _BESIDE_WEIGHTS_GIB) / mem_gib)
     summary = (f"the weights ({w_gib:.1f} GiB per GPU; {source}) "
                + (f"leave no room in the memory vLLM may use ({budget})" if over else
                   f"and the memory vLLM may use ({budget or 'unknown'}) leave no KV cache"))
@@ -160,9 +173,9 @@ def _weights_over(w_gib: float, source: str, budget: str | None, over: bool, mem
                          + (f", now {util}" if now else "")
                          + "; or lower the weights per GPU (more --tensor-parallel-size, a "
                          "smaller quantization)")
-    tp, pp = max(1, facts.get("tp") or 1), max(1, facts.get("pp") or 1)
+    tp, pp = _sizes(facts)
     total = weights / _GIB if weights else w_gib * tp * pp
-    more = next((n for n in (2, 4, 8) if n > tp and
+    more = next((n for n in _TP_STEPS if n > tp and
                  (total / n / pp + _BESIDE_WEIGHTS_GIB) / mem_gib <= _PROPOSE_AT_UTIL), None)
     return summary, ("the weights do not fit one GPU at any --gpu-memory-utilization: "
                      + (f"use --tensor-parallel-size {more}" if more else
@@ -186,7 +199,7 @@ def _peak_over(w_gib: float, source: str, budget: str, short: float | None, mem_
                + (f": {short:.2f} GiB short on each GPU" if short else ""))
     ways = []
     if short is not None:
-        need = math.ceil((util * mem_gib + short + _FIRST_KV_GIB) / mem_gib * 100) / 100
+        need = _up((util * mem_gib + short + _FIRST_KV_GIB) / mem_gib)
         if need <= _MAX_UTIL:
             ways.append(f"raise --gpu-memory-utilization to at least {need:.2f}{now} "
                         f"({short:.2f} GiB short plus {_FIRST_KV_GIB:g} GiB for a first KV "
@@ -203,9 +216,9 @@ def _peak_over(w_gib: float, source: str, budget: str, short: float | None, mem_
     if w_gib < 0.5 * util * mem_gib:
         # small weights: spreading them frees little; the peak or the fraction is the cause
         return summary, "; ".join(ways) + "; then keep --max-model-len within the KV cache left"
-    tp = max(1, facts.get("tp") or 1)
+    tp, _pp = _sizes(facts)
     want = (short or 0.0) + _FIRST_KV_GIB
-    more = next((n for n in (2, 4, 8) if n > tp and w_gib * (1 - tp / n) >= want), None)
+    more = next((n for n in _TP_STEPS if n > tp and w_gib * (1 - tp / n) >= want), None)
     count = facts.get("gpu_count")
     spread = (f"--tensor-parallel-size {more}" if more else "more --tensor-parallel-size")
     if more and count and count < more:

@@ -42,6 +42,8 @@ _PG_TIMEOUT = re.compile(r"Cannot provide a placement group of placement_group_s
 _NO_DRIVER_GPU = re.compile(r"Current node has no \w+ available|Ray does not allocate any GPUs "
                             r"on the driver node|driver node id \S+ is not included in a "
                             r"placement group", re.I)
+#: One bundle's GPU key in the placement_group_specs vLLM prints ({'GPU': 1.0, ...}).
+_GPU_BUNDLE = re.compile(r"['\"]GPU['\"]\s*:")
 _SAME_IP = re.compile(r"Every node should have a unique IP address", re.I)
 _WARNING = re.compile(r"\bWARNING\b")
 
@@ -96,7 +98,7 @@ def ray_cluster(lines: list[str], argv: list[str],
                 f"--pipeline-parallel-size to the bundles it has; {_STATUS}")
         found = _PG_TIMEOUT.search(line)
         if found:
-            asked = len(re.findall(r"['\"]GPU['\"]\s*:", found.group(1)))
+            asked = len(_GPU_BUNDLE.findall(found.group(1)))
             count = f"{asked} GPUs" if asked else f"the GPUs of {_needs(tp, pp)}"
             return dict(
                 kind="environment", error_line=line, **setting,

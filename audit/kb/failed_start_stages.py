@@ -44,6 +44,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from audit.kb.failed_start_causes import installation_cause
 from audit.kb.versions import version_tuple
 
 # ----------------------------------------------------------------------------- kernels
@@ -53,6 +54,8 @@ _NO_KERNEL = re.compile(r"no kernel image is available for execution on the devi
 _TORCH_ARCH = re.compile(r"with CUDA capability sm_(\d+) is not compatible with the current "
                          r"PyTorch installation(?:.*?supports CUDA capabilities ([\w ]+))?",
                          re.I)
+#: HIP's form of the error (ROCm): the kernels are per gfx target, not per compute capability.
+_HIP = re.compile(r"\bHIP error\b|hipErrorNoBinaryForGpu|\bROCm\b", re.I)
 #: vLLM's minimum compute capability (installation docs, GPU requirements).
 MIN_CC = 7.0
 #: The first release whose CUDA wheels and images carry SM12x kernels (see the module
@@ -69,35 +72,36 @@ def no_kernel_for_gpu(lines: list[str], facts: dict[str, Any],
                       version: str | None) -> dict[str, Any] | None:
     """Explanation fields for a start stopped because the installed build holds no kernel
     for the GPU's compute capability; None when the log says nothing of the kind."""
-    line = next((x for x in reversed(lines) if _NO_KERNEL.search(x) or _TORCH_ARCH.search(x)),
-                None)
-    if line is None:
+    for line in reversed(lines):
+        torch = _TORCH_ARCH.search(line)
+        if torch or _NO_KERNEL.search(line):
+            break
+    else:
         return None
-    torch = _TORCH_ARCH.search(line)
     cc = facts.get("cc")
     if cc is None and torch:
         digits = torch[1]
         cc = float(f"{digits[:-1]}.{digits[-1]}")
     gpu = facts.get("gpu_name") or "this GPU"
     what = f"{gpu} (compute capability {cc:.1f}, {_sm(cc)})" if cc else gpu
-    have = version_tuple(version)
     quant = facts.get("quant_method") or facts.get("quantization")
     if facts.get("platform") == "rocm" or _HIP.search(line):
         return _no_kernel_rocm(line, gpu, quant)
+    have = version_tuple(version)
     checked = ("the CUDA runtime found no kernel compiled for this GPU's architecture in the "
                "binary it was asked to run (cudaErrorNoKernelImageForDevice)"
                if not torch else "PyTorch compares the GPU's compute capability with the "
                "architectures its build was compiled for" + (
                    f" ({torch[2].strip()})" if torch[2] else ""))
     if cc is not None and cc < MIN_CC:
-        summary = (f"{what} is below the compute capability 7.0 vLLM builds its kernels for: "
-                   "the GPU cannot run vLLM's CUDA build")
-        change = ("serve on a GPU of compute capability 7.0 or newer (Volta and later); "
-                  "vLLM's CUDA wheels and images carry no kernels for older GPUs")
+        summary = (f"{what} is below the compute capability {MIN_CC:.1f} vLLM builds its "
+                   "kernels for: the GPU cannot run vLLM's CUDA build")
+        change = (f"serve on a GPU of compute capability {MIN_CC:.1f} or newer (Volta and "
+                  "later); vLLM's CUDA wheels and images carry no kernels for older GPUs")
     elif cc is not None and 12.0 <= cc < 13.0 and have is not None \
             and have < version_tuple(SM12X_FROM):
         summary = (f"{what} is an SM12x Blackwell GPU and vLLM {version} was built without "
-                   "SM12x kernels (they came with the CUDA 12.8 builds of 0.9.2)")
+                   f"SM12x kernels (they came with the CUDA 12.8 builds of {SM12X_FROM})")
         change = (f"install vLLM {SM12X_FROM} or newer built for CUDA 12.8 or later (a current "
                   "vllm/vllm-openai image, or the cu128/cu129/cu130 wheel with its PyTorch)")
     else:
@@ -112,19 +116,17 @@ def no_kernel_for_gpu(lines: list[str], facts: dict[str, Any],
                   "or build vLLM from source with TORCH_CUDA_ARCH_LIST set to this GPU's "
                   "capability" + ("; if only one feature fails, try another quantization "
                                   "format or attention backend" if quant else ""))
-    return dict(kind="installation", error_line=line, setting=None, checked=checked,
-                summary=summary + ": an installation problem, not a setting", change=change)
-
-
-_HIP = re.compile(r"\bHIP error\b|hipErrorNoBinaryForGpu|\bROCm\b", re.I)
+    return installation_cause(line, checked=checked,
+                              summary=summary + ": an installation problem, not a setting",
+                              change=change)
 
 
 def _no_kernel_rocm(line: str, gpu: str, quant: str | None) -> dict[str, Any]:
     """The same failure on an AMD GPU: ROCm builds carry kernels per gfx target
     (``PYTORCH_ROCM_ARCH``, vLLM's ROCm installation docs), not per CUDA compute
     capability."""
-    return dict(
-        kind="installation", error_line=line, setting=None,
+    return installation_cause(
+        line,
         checked="the HIP runtime found no kernel compiled for this GPU's gfx target in the "
                 "binary it was asked to run",
         summary=f"the installed ROCm build has no kernel compiled for {gpu}'s gfx target: "
@@ -145,6 +147,10 @@ _PROCESS_WRAPPER = re.compile(
     r"WorkerProc failed to start|Engine process failed to start", re.I)
 _METHOD = re.compile(r"Error executing method '?(\w+)'?\. This might cause deadlock|"
                      r"while processing method (\w+)", re.I)
+_PROFILING = (
+    "the memory-profiling forward pass",
+    "CUDA out of memory in the profiling pass (lower --max-num-batched-tokens or "
+    "--max-model-len), or a kernel failing on its first use")
 #: Start-up stage of each worker method (module docstring), and what fails there.
 STAGES: dict[str, tuple[str, str]] = {
     "init_device": (
@@ -159,14 +165,9 @@ STAGES: dict[str, tuple[str, str]] = {
         "CUDA out of memory for the weights (tensor parallelism or a smaller/quantized "
         "checkpoint), or a checkpoint the loader cannot read (missing or renamed weight "
         "names, an unsupported quantization)"),
-    "determine_num_available_blocks": (
-        "the memory-profiling forward pass",
-        "CUDA out of memory in the profiling pass (lower --max-num-batched-tokens or "
-        "--max-model-len), or a kernel failing on its first use"),
-    "determine_available_memory": (
-        "the memory-profiling forward pass",
-        "CUDA out of memory in the profiling pass (lower --max-num-batched-tokens or "
-        "--max-model-len), or a kernel failing on its first use"),
+    # V0's and V1's names of the same profiling step
+    "determine_num_available_blocks": _PROFILING,
+    "determine_available_memory": _PROFILING,
     "initialize_cache": (
         "allocating the KV cache (and, before the V1 engine, warming up and capturing CUDA "
         "graphs)",
