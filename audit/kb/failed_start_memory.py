@@ -66,7 +66,9 @@ _MAX_UTIL = 0.95
 #: tables), the lower of the two, so the proposal also holds on the older releases.
 _PROPOSE_AT_UTIL = 0.9
 #: The tensor-parallel sizes proposed, smallest first: the power-of-two sizes up to one
-#: 8-GPU node (vLLM's TP must divide the attention heads, which these do for common models).
+#: 8-GPU node that the recommendation's TP repair also tries (advice/recommend/repairs.py
+#: ``_tp``); vLLM's TP must divide the attention heads, which powers of two do for the
+#: head counts of most checkpoints.
 _TP_STEPS = (2, 4, 8)
 _CHECKED = ("vLLM gives the KV cache what is left of gpu_memory_utilization x the GPU's "
             "memory after the weights, the profiling run's activation peak and the memory "
